@@ -1,0 +1,137 @@
+"""The generator contract shared by every synthesiser (scikit-learn style).
+
+``Gen(epsilon, delta=None, **options)`` keeps parameters only; ``fit(df, schema, seed=None)``
+validates the data against the public schema, opens a fresh :class:`PrivacyLedger` with the budget,
+encodes the rows and calls the subclass's ``_fit``; ``sample(n=None, m=1, seed=None)`` returns a
+:class:`SynthResult` of m DataFrames with the input's columns and dtypes. A fitted generator holds
+only released (noisy) quantities, so it can be saved and used later without the private data.
+
+Subclasses set ``method``, ``relation`` (the neighbouring relation their guarantee uses) and
+implement ``_fit(codes, data, source)`` and ``_sample_codes(n, rng, index)`` (or ``_sample_frame``).
+"""
+from __future__ import annotations
+
+import numbers
+import os
+import pickle
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..privacy import NoiseSource, PrivacyLedger, check_delta, check_epsilon, check_seed
+from ..result import SynthResult
+from ..schema import Schema
+
+
+class Generator:
+    method: str = ""
+    relation: str = "add-remove"
+    needs_delta: bool = False
+    needs_bounds: bool = True
+
+    def __init__(self, epsilon: float, delta: float | None = None):
+        self.epsilon = check_epsilon(epsilon)
+        self.delta = check_delta(delta, allow_zero=not self.needs_delta, allow_none=not self.needs_delta)
+        self.ledger = PrivacyLedger(self.epsilon, self.delta or 0.0)
+        self.fitted_ = False
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, df: pd.DataFrame, schema: Schema, seed: int | None = None) -> "Generator":
+        """Learn the generator's released parameters from ``df`` (never modified) under ``schema``."""
+        if not isinstance(schema, Schema):
+            raise TypeError(f"schema must be a dpsynth.Schema (e.g. Schema.from_json(path)), got {type(schema).__name__}")
+        seed = check_seed(seed)
+        schema.validate(df)
+        if self.needs_bounds:
+            schema.require_bounds()
+        self.schema_ = schema
+        self.columns_ = [str(c) for c in df.columns]
+        self.dtypes_ = {str(c): df[c].dtype for c in df.columns}
+        self.ledger = PrivacyLedger(self.epsilon, self.delta or 0.0)
+        if schema.data_derived:
+            self.ledger.flag("schema read from the private data (Schema.from_dataframe): domains are not private")
+        source = NoiseSource(seed)
+        data = df[schema.names]
+        codes = schema.encode(data)
+        self._fit(codes, data, source)
+        self.fitted_ = True
+        return self
+
+    def _fit(self, codes: np.ndarray, data: pd.DataFrame, source: NoiseSource) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, n: int | None = None, m: int = 1, seed: int | None = None) -> SynthResult:
+        """Draw ``m`` synthetic datasets of ``n`` rows (default: the generator's released n)."""
+        if not getattr(self, "fitted_", False):
+            raise ValueError(f"{type(self).__name__} is not fitted; call .fit(df, schema) first")
+        m = check_count(m, "m")
+        if n is None:
+            n = self.default_n()
+        n = check_count(n, "n")
+        rng = NoiseSource(check_seed(seed)).spawn()
+        frames = [self._finish(self._sample_frame(n, rng, i)) for i in range(m)]
+        return SynthResult(datasets=frames, ledger=self.ledger, method=self.method or type(self).__name__,
+                           schema=self.schema_, generator=self)
+
+    def default_n(self) -> int:
+        """Rows per synthetic dataset when ``n`` is not given: ``self.n_``, set by ``_fit`` from a
+        public or released (noisy) count; each generator documents which."""
+        return max(1, int(round(self.n_)))
+
+    def _sample_frame(self, n: int, rng: np.random.Generator, index: int) -> pd.DataFrame:
+        codes = self._sample_codes(n, rng, index)
+        return self.schema_.decode(codes, rng)
+
+    def _sample_codes(self, n: int, rng: np.random.Generator, index: int) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def _finish(self, frame: pd.DataFrame) -> pd.DataFrame:
+        from ..schema import restore_dtypes
+
+        frame = frame[self.columns_]
+        return restore_dtypes(frame, self.schema_, self.dtypes_)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike) -> None:
+        """Pickle the fitted generator atomically (it holds only released quantities)."""
+        if not getattr(self, "fitted_", False):
+            raise ValueError("only a fitted generator can be saved")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(self, fh)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    @staticmethod
+    def load(path: str | os.PathLike) -> "Generator":
+        """Load a generator saved by :meth:`save` (pickle: only load files you trust)."""
+        with open(path, "rb") as fh:
+            gen = pickle.load(fh)
+        if not isinstance(gen, Generator):
+            raise TypeError(f"{path} does not hold a dpsynth generator")
+        return gen
+
+    def __repr__(self) -> str:
+        state = "fitted" if getattr(self, "fitted_", False) else "not fitted"
+        d = f", delta={self.delta:g}" if self.delta else ""
+        return f"{type(self).__name__}(epsilon={self.epsilon:g}{d}) [{state}]"
+
+
+def check_count(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise TypeError(f"{name} must be a positive integer, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+    return int(value)

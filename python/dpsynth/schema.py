@@ -1,0 +1,473 @@
+"""Public metadata: column kinds, category lists, numeric bounds and bins.
+
+A :class:`Schema` is the *public* description of a table. Every generator reads
+domains (categories, bounds, bins) from here, never from the private rows: a
+domain read from the data leaks membership (a unique category shows up in the
+output even at ε → 0). ``Schema.from_dataframe`` exists for exploration only;
+it warns and marks the schema as data-derived, and the ledger records that.
+
+Encoding: categorical values become integer codes 0..K-1 in schema order,
+numeric values are clipped to [lower, upper] and binned by the schema's bins;
+a missing cell is :data:`MISSING` (-1) in both cases. Missing is never a category.
+
+Example
+-------
+>>> import pandas as pd
+>>> s = Schema.from_dict({"sex": {"type": "categorical", "categories": ["F", "M"]},
+...                       "age": {"type": "numeric", "lower": 0, "upper": 100, "bins": 4}})
+>>> s.encode(pd.DataFrame({"sex": ["M", None], "age": [30, 99]})).tolist()
+[[1, 1], [-1, 3]]
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass, field, asdict
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+MISSING = -1
+DEFAULT_BINS = 16  # PrivBayes / the seed paper bin continuous columns into 2^4 = 16 equal-width bins
+
+
+class DataDerivedSchemaWarning(UserWarning):
+    """The schema was read from the private data: its domains are not differentially private."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a :class:`Schema`.
+
+    ``type`` is ``"categorical"`` (``categories`` lists the public levels, missing is not a
+    level) or ``"numeric"`` (``lower``/``upper`` public bounds; ``bins`` an int for equal-width
+    bins or a list of edges; ``integer`` marks integer-valued columns). ``source`` says where
+    the bounds or categories come from (public documentation), so a reviewer can check it.
+    """
+
+    name: str
+    type: str
+    categories: tuple | None = None
+    ordered: bool = False
+    lower: float | None = None
+    upper: float | None = None
+    bins: int | tuple | None = None
+    integer: bool = False
+    source: str | None = None
+
+    @property
+    def is_categorical(self) -> bool:
+        return self.type == "categorical"
+
+    @property
+    def has_bounds(self) -> bool:
+        return self.lower is not None and self.upper is not None
+
+    def edges(self) -> np.ndarray:
+        """Bin edges of a numeric column (len = n_bins + 1). Integer columns use
+        [lower, upper + 1) so that whole numbers never straddle a bin edge."""
+        if self.is_categorical:
+            raise ValueError(f"column {self.name!r} is categorical and has no bin edges")
+        if isinstance(self.bins, tuple):
+            return np.asarray(self.bins, dtype=float)
+        if not self.has_bounds:
+            raise ValueError(
+                f"numeric column {self.name!r} has no public bounds; add 'lower' and 'upper' "
+                "to the schema (from public documentation), or use a method that needs none (pmse)")
+        nb = int(self.bins or DEFAULT_BINS)
+        hi = self.upper + 1 if self.integer else self.upper
+        return np.linspace(float(self.lower), float(hi), nb + 1)
+
+    @property
+    def size(self) -> int:
+        """Number of levels of the encoded column (categories or bins), missing excluded."""
+        if self.is_categorical:
+            return len(self.categories)
+        return len(self.edges()) - 1
+
+    def to_dict(self) -> dict:
+        d = {"type": self.type}
+        if self.is_categorical:
+            d["categories"] = list(self.categories)
+            if self.ordered:
+                d["ordered"] = True
+        else:
+            for k in ("lower", "upper"):
+                if getattr(self, k) is not None:
+                    d[k] = getattr(self, k)
+            if self.bins is not None:
+                d["bins"] = list(self.bins) if isinstance(self.bins, tuple) else self.bins
+            if self.integer:
+                d["integer"] = True
+        if self.source:
+            d["source"] = self.source
+        return d
+
+
+_CAT_ALIASES = {"categorical", "category", "factor", "discrete"}
+_NUM_ALIASES = {"numeric", "continuous", "number", "integer", "float"}
+
+
+def _column_from_dict(name: str, spec: Mapping[str, Any]) -> Column:
+    if not isinstance(spec, Mapping):
+        raise TypeError(f"schema entry for {name!r} must be a dict like "
+                        "{'type': 'categorical', 'categories': [...]}; got {type(spec).__name__}")
+    known = {"type", "categories", "ordered", "lower", "upper", "bins", "integer", "source"}
+    unknown = set(spec) - known
+    if unknown:
+        raise ValueError(f"schema entry for {name!r} has unknown keys {sorted(unknown)}; "
+                         f"allowed keys are {sorted(known)}")
+    kind = str(spec.get("type", "")).lower()
+    if kind in _CAT_ALIASES:
+        cats = spec.get("categories")
+        if cats is None or len(cats) == 0:
+            raise ValueError(f"categorical column {name!r} needs a non-empty public 'categories' list")
+        cats = tuple(cats)
+        if any(c is None or (isinstance(c, float) and math.isnan(c)) for c in cats):
+            raise ValueError(f"column {name!r}: missing (None/NaN) is not a category; "
+                             "remove it from 'categories' (missing cells are handled separately)")
+        if len(set(cats)) != len(cats):
+            raise ValueError(f"column {name!r} lists a category twice; categories must be unique")
+        return Column(name, "categorical", categories=cats, ordered=bool(spec.get("ordered", False)),
+                      source=spec.get("source"))
+    if kind in _NUM_ALIASES:
+        lower, upper = spec.get("lower"), spec.get("upper")
+        for k, v in (("lower", lower), ("upper", upper)):
+            if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)):
+                raise ValueError(f"column {name!r}: {k} must be a finite number, got {v!r}")
+        if (lower is None) != (upper is None):
+            raise ValueError(f"column {name!r}: give both 'lower' and 'upper' or neither")
+        if lower is not None and not lower < upper:
+            raise ValueError(f"column {name!r}: lower ({lower}) must be below upper ({upper})")
+        bins = spec.get("bins")
+        if isinstance(bins, (list, tuple)):
+            edges = tuple(float(b) for b in bins)
+            if len(edges) < 2 or any(e2 <= e1 for e1, e2 in zip(edges[:-1], edges[1:])):
+                raise ValueError(f"column {name!r}: bin edges must be strictly increasing")
+            bins = edges
+        elif bins is not None:
+            if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+                raise ValueError(f"column {name!r}: bins must be a positive integer or a list of edges")
+        integer = bool(spec.get("integer", kind == "integer"))
+        return Column(name, "numeric", lower=lower, upper=upper, bins=bins, integer=integer,
+                      source=spec.get("source"))
+    raise ValueError(f"column {name!r}: type must be 'categorical' or 'numeric', got {spec.get('type')!r}")
+
+
+@dataclass
+class Schema:
+    """Ordered public description of a table (see module docstring)."""
+
+    columns: dict = field(default_factory=dict)
+    name: str | None = None
+    description: str | None = None
+    data_derived: bool = False
+
+    # ---------------------------------------------------------------- constructors
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any]) -> "Schema":
+        """Build from ``{"col": {...}, ...}`` or ``{"name":..., "columns": {...}}``."""
+        if not isinstance(spec, Mapping):
+            raise TypeError(f"Schema.from_dict needs a dict, got {type(spec).__name__}")
+        meta = {}
+        if "columns" in spec and isinstance(spec["columns"], Mapping):
+            meta = {k: v for k, v in spec.items() if k != "columns"}
+            spec = spec["columns"]
+        if len(spec) == 0:
+            raise ValueError("a schema needs at least one column")
+        cols = {str(n): _column_from_dict(str(n), s) for n, s in spec.items()}
+        return cls(cols, name=meta.get("name"), description=meta.get("description"),
+                   data_derived=bool(meta.get("data_derived", False)))
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike) -> "Schema":
+        with open(path, encoding="utf-8") as fh:
+            return cls.from_dict(json.load(fh))
+
+    @classmethod
+    def from_dataframe(cls, df: pd.DataFrame, bins: int = DEFAULT_BINS) -> "Schema":
+        """Read categories and min/max from the data. NOT private: warns, and the schema is
+        marked ``data_derived`` (generators record this in the ledger)."""
+        warnings.warn("Schema.from_dataframe reads categories and bounds from the private data; "
+                      "the result is not differentially private. Write the schema from public "
+                      "documentation instead.", DataDerivedSchemaWarning, stacklevel=2)
+        _check_frame(df)
+        cols = {}
+        for c in df.columns:
+            s = df[c]
+            if isinstance(s.dtype, pd.CategoricalDtype):
+                cols[c] = Column(c, "categorical", categories=tuple(s.cat.categories), ordered=s.cat.ordered)
+            elif pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
+                lo, hi = float(s.min()), float(s.max())
+                if lo == hi:
+                    hi = lo + 1
+                integer = bool(np.all(np.mod(s.dropna(), 1) == 0))
+                cols[c] = Column(c, "numeric", lower=lo, upper=hi, bins=bins, integer=integer)
+            else:
+                cats = tuple(sorted(pd.unique(s.dropna()), key=str))
+                cols[c] = Column(c, "categorical", categories=cats)
+        return cls(cols, data_derived=True)
+
+    # ---------------------------------------------------------------- serialisation
+    def to_dict(self) -> dict:
+        out = {}
+        if self.name:
+            out["name"] = self.name
+        if self.description:
+            out["description"] = self.description
+        if self.data_derived:
+            out["data_derived"] = True
+        out["columns"] = {n: c.to_dict() for n, c in self.columns.items()}
+        return out
+
+    def to_json(self, path: str | os.PathLike) -> None:
+        """Write atomically (temporary file + rename)."""
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, default=_json_default) + "\n")
+
+    # ---------------------------------------------------------------- accessors
+    @property
+    def names(self) -> list[str]:
+        return list(self.columns)
+
+    def __getitem__(self, name: str) -> Column:
+        return self.columns[name]
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    @property
+    def domain_sizes(self) -> list[int]:
+        return [c.size for c in self.columns.values()]
+
+    def subset(self, names: Iterable[str]) -> "Schema":
+        names = list(names)
+        unknown = [n for n in names if n not in self.columns]
+        if unknown:
+            raise ValueError(f"columns {unknown} are not in the schema")
+        return Schema({n: self.columns[n] for n in names}, name=self.name, data_derived=self.data_derived)
+
+    def require_bounds(self) -> None:
+        missing = [c.name for c in self.columns.values() if not c.is_categorical and not c.has_bounds
+                   and not isinstance(c.bins, tuple)]
+        if missing:
+            raise ValueError(f"numeric columns {missing} have no public bounds; this method bins numerics, "
+                             "so add 'lower' and 'upper' from public documentation to the schema")
+
+    # ---------------------------------------------------------------- validation
+    def validate(self, df: pd.DataFrame, allow_all_missing: bool = False) -> None:
+        """Raise ValueError/TypeError (saying what to fix) if ``df`` does not fit the schema."""
+        _check_frame(df)
+        cols = [str(c) for c in df.columns]
+        unknown = [c for c in cols if c not in self.columns]
+        if unknown:
+            raise ValueError(f"columns {unknown} are not in the schema; add them to the schema or drop them "
+                             "from the data")
+        absent = [c for c in self.columns if c not in cols]
+        if absent:
+            raise ValueError(f"schema columns {absent} are missing from the data; add them or use "
+                             "schema.subset([...])")
+        for name, col in self.columns.items():
+            s = df[name]
+            if not allow_all_missing and s.isna().all():
+                raise ValueError(f"column {name!r} has no observed value (all missing); drop it from the data "
+                                 "and the schema")
+            if col.is_categorical:
+                bad = _unknown_categories(s, col)
+                if bad:
+                    shown = ", ".join(repr(b) for b in bad[:5])
+                    raise ValueError(f"column {name!r} has values outside the schema's categories: {shown}"
+                                     f"{' ...' if len(bad) > 5 else ''}; add them to the schema's category list "
+                                     "(from public documentation) or recode them")
+            else:
+                if not (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)):
+                    if s.dropna().map(lambda v: isinstance(v, (int, float, np.number)) and not isinstance(v, bool)).all():
+                        continue
+                    raise TypeError(f"column {name!r} is numeric in the schema but has dtype {s.dtype}; "
+                                    "convert it with pd.to_numeric or declare it categorical")
+
+    # ---------------------------------------------------------------- encoding
+    def encode(self, df: pd.DataFrame) -> np.ndarray:
+        """Integer codes (n × d, int64), MISSING (-1) for missing cells. Numerics are clipped to
+        the public bounds before binning (a per-row, data-independent transformation)."""
+        self.validate(df, allow_all_missing=True)
+        out = np.empty((len(df), len(self.columns)), dtype=np.int64)
+        for j, (name, col) in enumerate(self.columns.items()):
+            out[:, j] = _encode_column(df[name], col)
+        return out
+
+    def decode(self, codes: np.ndarray, rng: np.random.Generator, dtypes: Mapping[str, Any] | None = None,
+               numeric_values: Mapping[str, np.ndarray] | None = None) -> pd.DataFrame:
+        """Codes → DataFrame. Numeric bins are de-binned uniformly within the bin (integers for
+        integer columns). ``dtypes`` (the caller's, recorded at fit) are restored where possible;
+        ``numeric_values`` lets a generator hand over numeric columns it produced directly."""
+        codes = np.asarray(codes)
+        if codes.ndim != 2 or codes.shape[1] != len(self.columns):
+            raise ValueError(f"codes must be n × {len(self.columns)}, got shape {codes.shape}")
+        data = {}
+        for j, (name, col) in enumerate(self.columns.items()):
+            if numeric_values is not None and name in numeric_values:
+                values = np.asarray(numeric_values[name], dtype=float)
+            else:
+                values = None
+            data[name] = _decode_column(codes[:, j], col, rng, values)
+        out = pd.DataFrame(data)
+        if dtypes:
+            out = restore_dtypes(out, self, dtypes)
+        return out
+
+    def coerce(self, df: pd.DataFrame) -> pd.DataFrame:
+        """Return a copy with categorical columns as pandas ``category`` dtype with the schema's
+        levels (unused levels kept) and numeric columns as floats/ints."""
+        self.validate(df, allow_all_missing=True)
+        out = df.copy()
+        for name, col in self.columns.items():
+            if col.is_categorical:
+                codes = _category_codes(out[name], col)
+                out[name] = pd.Categorical.from_codes(codes, categories=list(col.categories), ordered=col.ordered)
+            else:
+                out[name] = pd.to_numeric(out[name])
+        return out
+
+
+# -------------------------------------------------------------------- helpers
+def _json_default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    raise TypeError(f"cannot write {type(o).__name__} to JSON")
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file in the same folder, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _check_frame(df) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"expected a pandas DataFrame, got {type(df).__name__}; "
+                        "wrap your data with pd.DataFrame(...)")
+    if df.shape[0] == 0:
+        raise ValueError("the data frame has no rows; pass the private table with at least one row")
+    if df.shape[1] == 0:
+        raise ValueError("the data frame has no columns")
+    names = [str(c) for c in df.columns]
+    dup = sorted({c for c in names if names.count(c) > 1})
+    if dup:
+        raise ValueError(f"duplicate column names {dup}; rename them so that each column name is unique")
+
+
+def _lookup(col: Column) -> dict:
+    table = {c: i for i, c in enumerate(col.categories)}
+    # strings from CSV files and numbers from JSON should meet: '1' matches 1
+    for i, c in enumerate(col.categories):
+        table.setdefault(str(c), i)
+    return table
+
+
+def _category_codes(s: pd.Series, col: Column) -> np.ndarray:
+    table = _lookup(col)
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        cat_codes = np.array([table.get(c, table.get(str(c), -2)) for c in s.cat.categories], dtype=np.int64)
+        raw = s.cat.codes.to_numpy()
+        codes = np.where(raw < 0, MISSING, cat_codes[np.maximum(raw, 0)] if len(cat_codes) else MISSING)
+        return codes.astype(np.int64)
+    na = s.isna().to_numpy()
+    vals = s.to_numpy(dtype=object)
+    codes = np.full(len(s), MISSING, dtype=np.int64)
+    for i in np.flatnonzero(~na):
+        v = vals[i]
+        if isinstance(v, (float, np.floating)) and float(v).is_integer():
+            v = int(v)
+        codes[i] = table.get(v, table.get(str(v), -2))
+    return codes
+
+
+def _unknown_categories(s: pd.Series, col: Column) -> list:
+    codes = _category_codes(s, col)
+    bad = codes == -2
+    if not bad.any():
+        return []
+    return list(pd.unique(s[bad].astype(object)))
+
+
+def _encode_column(s: pd.Series, col: Column) -> np.ndarray:
+    if col.is_categorical:
+        return _category_codes(s, col)
+    x = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    edges = col.edges()
+    out = np.full(len(x), MISSING, dtype=np.int64)
+    ok = ~np.isnan(x)
+    xc = np.clip(x[ok], edges[0], edges[-1])
+    out[ok] = np.clip(np.searchsorted(edges, xc, side="right") - 1, 0, len(edges) - 2)
+    return out
+
+
+def _decode_column(codes: np.ndarray, col: Column, rng: np.random.Generator, values=None) -> pd.Series:
+    miss = codes < 0
+    if col.is_categorical:
+        return pd.Series(pd.Categorical.from_codes(np.where(miss, -1, codes), categories=list(col.categories),
+                                                   ordered=col.ordered))
+    if values is not None:
+        x = values.astype(float).copy()
+    else:
+        edges = col.edges()
+        c = np.clip(codes, 0, len(edges) - 2)
+        lo, hi = edges[c], edges[c + 1]
+        u = rng.random(len(codes))
+        if col.integer:  # uniform over the whole numbers inside [lo, hi)
+            a = np.ceil(lo)
+            b = np.maximum(np.ceil(hi) - 1, a)
+            x = a + np.floor(u * (b - a + 1))
+        else:
+            x = lo + u * (hi - lo)
+    if col.integer:
+        x = np.floor(x)
+    if col.has_bounds:
+        x = np.clip(x, col.lower, col.upper)
+    x[miss] = np.nan
+    return pd.Series(x)
+
+
+def restore_dtypes(df: pd.DataFrame, schema: Schema, dtypes: Mapping[str, Any]) -> pd.DataFrame:
+    """Cast decoded columns back to the caller's dtypes (recorded at fit time)."""
+    out = {}
+    for name in df.columns:
+        s, want = df[name], dtypes.get(name)
+        col = schema[name]
+        if want is None or isinstance(want, pd.CategoricalDtype) or str(want) == "category":
+            out[name] = s
+        elif col.is_categorical:
+            vals = s.astype(object).where(s.notna(), None)
+            try:
+                out[name] = vals.astype(want) if not s.isna().any() or _nullable(want) else vals
+            except (TypeError, ValueError):
+                out[name] = vals
+        else:
+            if s.isna().any() and pd.api.types.is_integer_dtype(want) and not _nullable(want):
+                out[name] = s.astype("Int64")
+            else:
+                try:
+                    out[name] = s.astype(want)
+                except (TypeError, ValueError):
+                    out[name] = s
+    return pd.DataFrame(out)
+
+
+def _nullable(dtype) -> bool:
+    return isinstance(dtype, pd.api.extensions.ExtensionDtype) or str(dtype) == "object"

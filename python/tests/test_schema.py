@@ -1,0 +1,103 @@
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpsynth
+from dpsynth.schema import MISSING, DataDerivedSchemaWarning, Schema
+
+
+def test_load_adult_shape_and_missing(adult):
+    df, schema = adult
+    assert df.shape == (32561, 15)
+    assert int(df.isna().sum().sum()) == 4262
+    assert df.dropna().shape[0] == 30162
+    assert isinstance(df["workclass"].dtype, pd.CategoricalDtype)
+    assert list(df["sex"].cat.categories) == ["Female", "Male"]
+    assert schema.names == list(df.columns)
+
+
+@pytest.mark.parametrize("name,shape", [("bank", (45211, 17)), ("national", (15012, 19))])
+def test_load_other_datasets(name, shape):
+    df, schema = dpsynth.load_dataset(name)
+    assert df.shape == shape
+    schema.validate(df)
+    codes = schema.encode(df)
+    assert (codes >= 0).all()  # no missing cells in these files
+
+
+def test_every_schema_bound_has_a_source():
+    for name in ("adult", "bank", "national"):
+        _, schema = dpsynth.load_dataset(name)
+        for col in schema.columns.values():
+            assert col.source, f"{name}.{col.name} has no documented source"
+
+
+def test_unknown_dataset():
+    with pytest.raises(ValueError, match="bundled datasets"):
+        dpsynth.load_dataset("iris")
+
+
+def test_encode_decode_roundtrip(toy):
+    df, schema = toy
+    codes = schema.encode(df)
+    assert codes.shape == (len(df), 3)
+    assert ((codes == MISSING) == df.isna().to_numpy()).all()
+    back = schema.decode(codes, np.random.default_rng(1))
+    assert (schema.encode(back) == codes).all()
+    assert list(back["grp"].cat.categories) == ["a", "b", "c"]
+
+
+def test_encode_clips_to_public_bounds():
+    s = Schema.from_dict({"x": {"type": "numeric", "lower": 0, "upper": 10, "bins": 2}})
+    assert s.encode(pd.DataFrame({"x": [-5.0, 4.9, 5.0, 50.0]}))[:, 0].tolist() == [0, 0, 1, 1]
+
+
+def test_validate_does_not_modify_input(toy):
+    df, schema = toy
+    before = df.copy()
+    schema.encode(df)
+    schema.coerce(df)
+    pd.testing.assert_frame_equal(df, before)
+
+
+def test_duplicate_names_rejected():
+    s = Schema.from_dict({"a": {"type": "numeric", "lower": 0, "upper": 1}})
+    df = pd.DataFrame([[0.1, 0.2]], columns=["a", "a"])
+    with pytest.raises(ValueError, match="duplicate column names"):
+        s.validate(df)
+
+
+def test_empty_frame_and_wrong_type():
+    s = Schema.from_dict({"a": {"type": "numeric", "lower": 0, "upper": 1}})
+    with pytest.raises(ValueError, match="no rows"):
+        s.validate(pd.DataFrame({"a": []}))
+    with pytest.raises(TypeError, match="DataFrame"):
+        s.validate({"a": [1]})
+
+
+def test_json_roundtrip_is_atomic_and_lossless(tmp_path, adult):
+    _, schema = adult
+    p = tmp_path / "s.json"
+    schema.to_json(p)
+    again = Schema.from_json(p)
+    assert again.to_dict() == schema.to_dict()
+    assert [f.name for f in tmp_path.iterdir()] == ["s.json"]  # no temporary file left
+
+
+def test_from_dataframe_warns_and_marks(toy):
+    df, _ = toy
+    with pytest.warns(DataDerivedSchemaWarning):
+        s = Schema.from_dataframe(df)
+    assert s.data_derived
+    gen = dpsynth.IndependentMarginals(1.0).fit(df, s, seed=0)
+    assert gen.ledger.total_epsilon() == float("inf")
+    assert "NOT PRIVATE" in gen.ledger.to_frame()["step"].tolist()
+
+
+def test_numeric_without_bounds_needs_declaration():
+    s = Schema.from_dict({"x": {"type": "numeric"}})
+    with pytest.raises(ValueError, match="no public bounds"):
+        s.require_bounds()

@@ -1,0 +1,166 @@
+# Thin wrappers around the dpsynth engine. Every result is a plain R object
+# (no Python pointers), so it survives saveRDS()/readRDS().
+
+#' Load a bundled dataset with its public schema
+#'
+#' @param name Dataset name: `"adult"`, `"bank"` or `"national"` (see the
+#'   engine's `dpsynth.load_dataset`). Real missing values are kept.
+#' @return A data.frame with the public schema attached as
+#'   `attr(x, "dp_schema")` (a list, one element per column, as in the
+#'   schema JSON).
+#' @examplesIf dpsynthr:::python_available()
+#' adult <- dp_dataset("adult")
+#' str(attr(adult, "dp_schema")[1:2])
+#' @export
+dp_dataset <- function(name) {
+  res <- dp_py()$load_dataset(name)
+  df <- pandas_to_r(py_item(res, 0L))
+  attr(df, "dp_schema") <- schema_to_r(py_item(res, 1L))
+  df
+}
+
+py_item <- function(x, i) reticulate::py_get_item(x, i)
+
+# Schema <-> R list via JSON, so that one-element category lists stay lists
+# and nulls stay nulls (reticulate's list conversion simplifies both).
+schema_to_r <- function(schema_py) {
+  json <- reticulate::import("json", convert = FALSE)
+  jsonlite::fromJSON(reticulate::py_to_r(json$dumps(schema_py$to_dict())),
+                     simplifyVector = FALSE)
+}
+
+schema_to_py <- function(schema) {
+  dp <- dp_py()
+  if (is.character(schema) && length(schema) == 1L) return(dp$Schema$from_json(schema))
+  if (!is.list(schema)) {
+    stop("`schema` must be a list (as attr(dp_dataset(...), \"dp_schema\")) or a path to a schema JSON file",
+         call. = FALSE)
+  }
+  # Keep vectors such as `categories = "a"` as JSON arrays.
+  protect <- function(cols) lapply(cols, function(col) {
+    if (is.list(col) && !is.null(col$categories) && is.atomic(col$categories)) {
+      col$categories <- I(col$categories)
+    }
+    col
+  })
+  if (is.list(schema[["columns"]])) schema[["columns"]] <- protect(schema[["columns"]]) else schema <- protect(schema)
+  txt <- as.character(jsonlite::toJSON(schema, auto_unbox = TRUE, null = "null", digits = NA))
+  dp$Schema$from_dict(reticulate::import("json", convert = FALSE)$loads(txt))
+}
+
+#' Differentially private synthetic data
+#'
+#' Fits a DP generator to `data` and draws `m` synthetic datasets, in the
+#' style of `synthpop::syn()`. All privacy accounting happens in the Python
+#' engine; see [dp_ledger()] for what was spent.
+#'
+#' @param data A data.frame (the private data).
+#' @param method Generator (see `dpsynth.available_methods()`): `"independent"`,
+#'   `"privbayes"`, `"privbayes-e"`, `"napsu-mq"`,
+#'   `"pmse"`, `"dp-misgan"`, `"kamino"` or `"kamino-i"`.
+#' @param epsilon,delta Privacy budget (`delta = NULL`: the method's default).
+#' @param m Number of synthetic datasets.
+#' @param seed Integer seed for a repeatable run (for testing, not privacy);
+#'   `NULL` draws from OS entropy.
+#' @param schema The public schema: a list as attached by [dp_dataset()] or
+#'   a path to a schema JSON file.
+#' @param ... Further options passed to `dpsynth.synthesize`.
+#' @return An object of class `dpsynth_synds`: a list with `syn` (list of `m`
+#'   data.frames), `m`, `method`, `call`, `epsilon`, `delta`, `seed` and
+#'   `ledger` (see [dp_ledger()]).
+#' @examplesIf dpsynthr:::python_available()
+#' adult <- dp_dataset("adult")
+#' s <- dp_synthesize(adult, "independent", epsilon = 1, m = 2, seed = 1)
+#' s
+#' dp_ledger(s)
+#' @export
+dp_synthesize <- function(data, method, epsilon, delta = NULL, m = 1, seed = NULL,
+                          schema = attr(data, "dp_schema"), ...) {
+  call <- match.call()
+  if (!is.data.frame(data)) stop("`data` must be a data.frame", call. = FALSE)
+  if (is.null(schema)) {
+    stop("no public schema: pass `schema =` (a list or a JSON path); ",
+         "dpsynthr never reads categories or bounds from the private data", call. = FALSE)
+  }
+  res <- dp_py()$synthesize(r_to_pandas(data), schema_to_py(schema), method, as.numeric(epsilon),
+                            delta = if (!is.null(delta)) as.numeric(delta),
+                            m = as.integer(m), seed = if (!is.null(seed)) as.integer(seed), ...)
+  datasets <- reticulate::import_builtins(convert = FALSE)$iter(res$datasets)
+  structure(list(syn = reticulate::iterate(datasets, pandas_to_r, simplify = FALSE),
+                 m = as.integer(m), method = method, call = call,
+                 epsilon = epsilon, delta = delta, seed = seed,
+                 ledger = ledger_to_r(res$ledger)),
+            class = "dpsynth_synds")
+}
+
+# Python number -> R double (numpy scalars included: reticulate 1.28 cannot
+# convert them with numpy >= 2).
+py_num <- function(x) reticulate::py_to_r(reticulate::import_builtins(convert = FALSE)$float(x))
+
+ledger_to_r <- function(ledger_py) {
+  structure(pandas_to_r(ledger_py$to_frame()),
+            total_epsilon = py_num(ledger_py$total_epsilon()),
+            total_delta = py_num(ledger_py$total_delta()),
+            class = c("dpsynth_ledger", "data.frame"))
+}
+
+#' The privacy ledger of a synthesis
+#'
+#' @param x A `dpsynth_synds` object from [dp_synthesize()].
+#' @return A data.frame of class `dpsynth_ledger`, one row per spend, with
+#'   columns `step, mechanism, epsilon, delta, rho, sensitivity, relation`
+#'   (and any further columns the engine records; print shows these seven);
+#'   the engine's composed totals are in attributes `total_epsilon` and
+#'   `total_delta` and are printed.
+#' @export
+dp_ledger <- function(x) {
+  if (inherits(x, "dpsynth_ledger")) return(x)
+  if (!inherits(x, "dpsynth_synds")) stop("`x` must be a dpsynth_synds object", call. = FALSE)
+  x$ledger
+}
+
+#' @export
+print.dpsynth_ledger <- function(x, ...) {
+  core <- c("step", "mechanism", "epsilon", "delta", "rho", "sensitivity", "relation")
+  df <- x
+  class(df) <- "data.frame"
+  cat("Privacy ledger (", nrow(x), " spends; all columns: as.data.frame(x))\n", sep = "")
+  print(df[intersect(core, names(df))], ...)
+  cat(sprintf("Total (composed by the engine): epsilon = %s, delta = %s\n",
+              format(attr(x, "total_epsilon")), format(attr(x, "total_delta"))))
+  invisible(x)
+}
+
+#' @export
+print.dpsynth_synds <- function(x, ...) {
+  cat("Call:\n($call) ", paste(deparse(x$call), collapse = "\n"), "\n\n", sep = "")
+  cat("Method: ($method) ", x$method, "\n", sep = "")
+  cat("Number of synthesised data sets: ($m) ", x$m, "\n", sep = "")
+  cat(sprintf("Privacy spent: epsilon = %s, delta = %s (budget epsilon = %s; see dp_ledger())\n",
+              format(attr(x$ledger, "total_epsilon")), format(attr(x$ledger, "total_delta")),
+              format(x$epsilon)))
+  if (length(x$syn)) {
+    cat("Synthetic data: ", nrow(x$syn[[1]]), " rows x ", ncol(x$syn[[1]]), " columns\n\n",
+        "First rows of synthesised data set 1: ($syn[[1]])\n", sep = "")
+    print(utils::head(x$syn[[1]]))
+  }
+  invisible(x)
+}
+
+#' @export
+summary.dpsynth_synds <- function(object, msel = 1L, ...) {
+  structure(list(method = object$method, m = object$m, ledger = object$ledger,
+                 msel = msel, summaries = lapply(object$syn[msel], summary, ...)),
+            class = "summary.dpsynth_synds")
+}
+
+#' @export
+print.summary.dpsynth_synds <- function(x, ...) {
+  cat("Method: ", x$method, "; ", x$m, " synthetic data set(s); epsilon spent = ",
+      format(attr(x$ledger, "total_epsilon")), "\n", sep = "")
+  for (i in seq_along(x$summaries)) {
+    cat("\nSynthetic data set ", x$msel[i], ":\n", sep = "")
+    print(x$summaries[[i]])
+  }
+  invisible(x)
+}

@@ -1,0 +1,99 @@
+# Column-by-column conversion between R data.frames and pandas DataFrames.
+# Each R column is sent as plain lists (codes / values) plus an explicit NA
+# mask to inst/python/dpsynthr_bridge.py, which builds the pandas column; the
+# reverse direction gets the same pieces back. reticulate's own data.frame
+# conversion is never used: in 1.28 it loses NA in integer, logical and
+# categorical columns.
+
+dp_bridge <- function() {
+  if (is.null(.dp_env$bridge)) {
+    dp_init_python()
+    path <- system.file("python", package = "dpsynthr", mustWork = TRUE)
+    .dp_env$bridge <- reticulate::import_from_path("dpsynthr_bridge", path, convert = FALSE)
+  }
+  .dp_env$bridge
+}
+
+# Vectors travel as Python lists (also for length 0 and 1): reticulate 1.28
+# cannot exchange arrays with numpy >= 2.
+py_list <- function(x) as.list(x)
+
+column_spec <- function(x, name) {
+  mask <- py_list(is.na(x))
+  if (is.factor(x)) {
+    codes <- as.integer(x) - 1L
+    codes[is.na(codes)] <- -1L
+    return(list(kind = "factor", codes = py_list(codes), levels = as.list(enc2utf8(levels(x))),
+                ordered = is.ordered(x)))
+  }
+  if (inherits(x, "Date")) {
+    return(list(kind = "Date", values = py_list(ifelse(is.na(x), 0, unclass(x) + 0)), mask = mask))
+  }
+  if (!is.null(attr(x, "class")) || !is.null(dim(x))) {
+    stop(sprintf("column '%s' has class %s, which dpsynthr cannot send to Python; ",
+                 name, paste(class(x), collapse = "/")),
+         "use factor, integer, logical, double, character or Date", call. = FALSE)
+  }
+  kind <- switch(typeof(x), integer = "integer", logical = "logical", double = "double",
+                 character = "character",
+                 stop(sprintf("column '%s' has type %s, which dpsynthr cannot send to Python",
+                              name, typeof(x)), call. = FALSE))
+  fill <- switch(kind, integer = 0L, logical = FALSE, double = 0, character = "")
+  x[is.na(x)] <- fill
+  if (kind == "character") x <- enc2utf8(x)
+  list(kind = kind, values = py_list(x), mask = mask)
+}
+
+#' Convert between R data.frames and pandas DataFrames
+#'
+#' `r_to_pandas()` sends a data.frame to Python column by column and
+#' `pandas_to_r()` brings a pandas DataFrame back, keeping missing values in
+#' every type. Types map as follows: factor (ordered or not, unused levels
+#' kept) <-> `Categorical`; integer <-> nullable `Int64`; logical <->
+#' nullable `boolean`; double <-> `float64` (NA <-> NaN); character <->
+#' `object` (NA <-> `None`); Date <-> `datetime64[ns]` (NA <-> `NaT`).
+#' Column names and order are kept, row names are dropped.
+#'
+#' @param df A data.frame.
+#' @param pdf A pandas DataFrame (a reticulate object, usually created with
+#'   `convert = FALSE`).
+#' @return `r_to_pandas()`: a pandas DataFrame (reticulate object with
+#'   `convert = FALSE`). `pandas_to_r()`: a data.frame. A datetime column
+#'   with times of day comes back as POSIXct (UTC).
+#' @examplesIf dpsynthr:::python_available()
+#' df <- data.frame(sex = factor(c("F", NA), levels = c("F", "M", "X")),
+#'                  age = c(31L, NA))
+#' pdf <- r_to_pandas(df)
+#' identical(pandas_to_r(pdf), df)
+#' @export
+r_to_pandas <- function(df) {
+  if (!is.data.frame(df)) stop("`df` must be a data.frame", call. = FALSE)
+  specs <- unname(Map(column_spec, df, names(df)))
+  dp_bridge()$make_frame(as.list(names(df)), specs, nrow(df))
+}
+
+#' @rdname r_to_pandas
+#' @export
+pandas_to_r <- function(pdf) {
+  parts <- reticulate::py_to_r(dp_bridge()$split_frame(pdf))
+  cols <- lapply(parts$columns, column_from_parts)
+  names(cols) <- as.character(unlist(parts$names))
+  structure(cols, class = "data.frame", row.names = .set_row_names(as.integer(parts$n)))
+}
+
+column_from_parts <- function(p) {
+  if (p$kind == "factor") {
+    codes <- as.integer(unlist(p$codes)) + 1L
+    codes[codes == 0L] <- NA_integer_
+    return(structure(codes, levels = as.character(unlist(p$levels)),
+                     class = c(if (isTRUE(p$ordered)) "ordered", "factor")))
+  }
+  x <- unlist(p$values)
+  x <- switch(p$kind, integer = as.integer(x), logical = as.logical(x),
+              character = as.character(x), as.numeric(x))
+  x[as.logical(unlist(p$mask))] <- NA
+  switch(p$kind,
+         Date = structure(as.numeric(x), class = "Date"),
+         POSIXct = structure(as.numeric(x), class = c("POSIXct", "POSIXt"), tzone = "UTC"),
+         x)
+}

@@ -1,0 +1,84 @@
+"""Column-by-column conversion between R vectors and pandas columns.
+
+reticulate's own data.frame <-> DataFrame conversion loses missing values
+(integer NA becomes -2147483648, categoricals with NA fail), so dpsynthr sends
+each column as plain lists plus an explicit NA mask and builds the
+pandas column here; the reverse direction returns the same pieces. Only plain Python lists cross
+the boundary: reticulate 1.28 cannot exchange arrays with numpy >= 2.
+"""
+import numpy as np
+import pandas as pd
+
+
+def _arr(x, dtype):
+    return np.asarray(x, dtype=dtype).reshape(-1)
+
+
+def make_column(spec, n):
+    """Build one pandas column from a spec sent by R (a dict)."""
+    kind = spec["kind"]
+    mask = _arr(spec["mask"], bool) if "mask" in spec else np.zeros(n, bool)
+    if kind == "factor":
+        cats = pd.Index([str(c) for c in spec["levels"]], dtype=object)
+        return pd.Categorical.from_codes(_arr(spec["codes"], np.int64), categories=cats,
+                                         ordered=bool(spec["ordered"]))
+    if kind == "integer":
+        return pd.arrays.IntegerArray(_arr(spec["values"], np.int64), mask)
+    if kind == "logical":
+        return pd.arrays.BooleanArray(_arr(spec["values"], bool), mask)
+    if kind == "double":
+        values = _arr(spec["values"], np.float64).copy()
+        values[mask] = np.nan
+        return values
+    if kind == "character":
+        values = _arr(spec["values"], object).copy()
+        values[mask] = None
+        return pd.array(values, dtype=object)
+    if kind == "Date":
+        days = _arr(spec["values"], np.float64).copy()
+        days[mask] = np.nan
+        return pd.to_datetime(days, unit="D").astype("datetime64[ns]")
+    raise TypeError(f"dpsynthr: cannot convert column kind {kind!r}")
+
+
+def make_frame(names, specs, n):
+    n = int(n)
+    cols = {str(name): make_column(spec, n) for name, spec in zip(names, specs)}
+    return pd.DataFrame(cols, index=pd.RangeIndex(n), columns=[str(c) for c in names])
+
+
+def split_column(col):
+    """Describe one pandas column as R-friendly pieces (a dict)."""
+    dtype = col.dtype
+    mask = col.isna().to_numpy(dtype=bool).tolist()
+    if isinstance(dtype, pd.CategoricalDtype):
+        return {"kind": "factor", "codes": col.cat.codes.to_numpy(dtype=np.int64).tolist(),
+                "levels": [str(c) for c in dtype.categories],
+                "ordered": bool(dtype.ordered)}
+    if pd.api.types.is_bool_dtype(dtype):
+        return {"kind": "logical", "values": col.fillna(False).to_numpy(dtype=bool).tolist(), "mask": mask}
+    if pd.api.types.is_integer_dtype(dtype):
+        values = col.fillna(0).to_numpy(dtype=np.int64)
+        if values.size and np.abs(values).max() > 2**31 - 1:
+            return {"kind": "double", "values": values.astype(np.float64).tolist(), "mask": mask}
+        return {"kind": "integer", "values": values.tolist(), "mask": mask}
+    if pd.api.types.is_float_dtype(dtype):
+        return {"kind": "double", "values": col.to_numpy(dtype=np.float64, na_value=np.nan).tolist(), "mask": mask}
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        if getattr(dtype, "tz", None) is not None:
+            col = col.dt.tz_convert("UTC").dt.tz_localize(None)
+        ns = col.to_numpy(dtype="datetime64[ns]").astype(np.int64).astype(np.float64)
+        ns[np.asarray(mask, dtype=bool)] = 0.0
+        midnight = bool(np.all(ns % 86400e9 == 0))
+        return {"kind": "Date" if midnight else "POSIXct",
+                "values": (ns / (86400e9 if midnight else 1e9)).tolist(), "mask": mask}
+    if pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype):
+        values = ["" if m else str(v) for v, m in zip(col.tolist(), mask)]
+        return {"kind": "character", "values": values, "mask": mask}
+    raise TypeError(f"dpsynthr: cannot convert column {col.name!r} of dtype {dtype} to R")
+
+
+def split_frame(df):
+    return {"names": [str(c) for c in df.columns],
+            "n": int(len(df)),
+            "columns": [split_column(df.iloc[:, j]) for j in range(df.shape[1])]}

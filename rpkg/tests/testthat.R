@@ -1,0 +1,4 @@
+library(testthat)
+library(dpsynthr)
+
+test_check("dpsynthr")
