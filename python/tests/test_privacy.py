@@ -166,3 +166,31 @@ def test_opendp_noisy_max_prefers_best():
     picks = [exponential_mechanism([0.0, 0.0, 50.0], epsilon=1.0, sensitivity=1.0, ledger=PrivacyLedger(),
                                    source=NoiseSource(), step="s", relation="add-remove") for _ in range(20)]
     assert picks.count(2) >= 18
+
+
+@pytest.mark.parametrize("use_torch", [False, True])
+def test_float_mechanisms_neighbour(use_torch):
+    """Clipped means of D and D' (one row removed) handed to laplace_values / gaussian_values:
+    recorded distance within the declared sensitivity; same seed → same noise; ledger charged."""
+    from dpsynth.privacy import gaussian_values, laplace_values
+
+    x = np.clip(np.random.default_rng(0).normal(5, 3, 101), 0, 10)
+    sens = 10 / 100  # sum over clipped rows / public n = 100 changes by ≤ 10/100 under replace-one
+    vals = [np.array([x[:100].sum() / 100]), np.array([np.r_[x[:99], 0.0].sum() / 100])]
+    if use_torch:
+        import torch
+
+        vals = [torch.tensor(v) for v in vals]
+    for prim, kw in ((laplace_values, {"epsilon": 0.5}), (gaussian_values, {"epsilon": 0.5, "delta": 1e-6})):
+        outs = []
+        with record_noise_inputs() as rec:
+            for v in vals:
+                led = PrivacyLedger(1.0, 1e-5)
+                out = prim(v, sensitivity=sens, ledger=led, source=NoiseSource(2), step="mean",
+                           relation="replace-one", **kw)
+                outs.append(out[0] if isinstance(out, tuple) else out)
+                assert led.total_epsilon() == pytest.approx(0.5)
+        a, b = rec.calls
+        assert privacy.distance(a.value, b.value, a.norm) <= a.sensitivity
+        diff = np.asarray(outs[0], dtype=float) - np.asarray(outs[1], dtype=float)
+        assert diff == pytest.approx(np.asarray(a.value) - np.asarray(b.value))
