@@ -90,3 +90,9 @@ def test_cli_help_and_synthesize(tmp_path, toy):
     assert (tmp_path / "o" / "synthetic_2.csv").exists() and (tmp_path / "o" / "generator.pkl").exists()
     assert main(["synthesize", str(tmp_path / "d.csv"), "--schema", str(tmp_path / "s.json"), "--epsilon",
                  "-1", "--out", str(tmp_path / "o2"), "--method", "independent"]) == 2
+
+
+def test_cli_audit_runs():
+    from dpsynth.cli import main
+
+    assert main(["audit", "--method", "independent", "--epsilon", "1", "--runs", "20", "--seed", "3"]) == 0

@@ -14,9 +14,13 @@ Example
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..schema import MISSING
+
+MAX_CELLS = 50_000_000  # 400 MB of int64 counts: beyond this a table does not fit a 24 GB machine's budget
 
 
 def observed_mask(codes: np.ndarray, attrs) -> np.ndarray:
@@ -32,6 +36,10 @@ def count_marginal(codes: np.ndarray, attrs, sizes, rows: np.ndarray | None = No
     ``attrs`` (and in the boolean mask ``rows`` if given)."""
     attrs = list(attrs)
     shape = tuple(int(sizes[a]) for a in attrs)
+    cells = math.prod(shape)
+    if cells > MAX_CELLS:
+        raise ValueError(f"the marginal over attributes {attrs} has {cells:,} cells (limit {MAX_CELLS:,}); "
+                         "use fewer bins or categories in the schema, or marginals of fewer attributes")
     mask = observed_mask(codes, attrs)
     if rows is not None:
         mask &= rows

@@ -1,0 +1,199 @@
+"""Privacy audits a user can run: grey-box neighbour checks and a distinguishing audit.
+
+Grey-box (Re:cord-play pattern, dp-privacy.md §4.3 B): every value handed to a noise primitive is
+recorded with its declared sensitivity (:func:`dpsynth.privacy.record_noise_inputs`). We fit the
+generator on D and on neighbours D' with the same seed and check (1) the same sequence of noise
+calls with the same shapes (no data-dependent control flow or domains) and (2) that each recorded
+value moves by at most its declared sensitivity, in its norm.
+
+Black-box (§4.3 C): :func:`distinguishing_audit` runs a generator many times on D (40 identical
+rows) and on D' (one row replaced by a unique row), counts the unique row in each output, picks a
+threshold on one half of the runs and bounds the false-positive and false-negative rates on the
+other half with Clopper–Pearson. ε_lo = max(log((1−δ−FNR⁺)/FPR⁺), log((1−δ−FPR⁺)/FNR⁺)) is a
+statistically valid lower bound on the true ε (Jagielski et al. 2020; Nasr et al. 2021): if it
+exceeds the ledger's claim, the generator leaks more than it says. Passing proves nothing.
+
+Example
+-------
+>>> import dpsynth
+>>> from dpsynth.audit import distinguishing_audit
+>>> res = distinguishing_audit("independent", epsilon=1.0, runs=50)
+>>> res["eps_lo"] <= res["eps_claimed"]
+True
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .privacy import distance, record_noise_inputs
+from .schema import Schema
+
+# multiplier of the declared sensitivity for each neighbour kind under each relation
+# (add/remove: changing a row is a removal plus an addition; replace-one: n is public, so adding or
+# removing a row is not a neighbour and is checked for control flow only)
+_BOUND = {
+    "add-remove": {"remove": 1, "add all-NA": 1, "value to NA": 2, "replace": 2},
+    "replace-one": {"remove": None, "add all-NA": None, "value to NA": 1, "replace": 1},
+}
+
+
+def unique_row(schema: Schema) -> dict:
+    """A row unlike typical data: the last category of each categorical, the upper bound (or 0)
+    of each numeric column."""
+    row = {}
+    for name, col in schema.columns.items():
+        if col.is_categorical:
+            row[name] = col.categories[-1]
+        else:
+            row[name] = col.upper if col.upper is not None else 0.0
+    return row
+
+
+def neighbours(df: pd.DataFrame, schema: Schema, row: int = 0) -> dict[str, pd.DataFrame]:
+    """The neighbouring datasets the grey-box check uses: remove row ``row``; add an all-NA row;
+    set one observed cell of ``row`` to NA; replace ``row`` by :func:`unique_row`."""
+    out = {"remove": df.drop(index=df.index[row]).reset_index(drop=True)}
+    na = pd.DataFrame({c: [None] for c in df.columns}).astype(df.dtypes.to_dict())
+    out["add all-NA"] = pd.concat([df, na], ignore_index=True)
+    d = df.copy()
+    observed = [c for c in df.columns if pd.notna(df.iloc[row][c])]
+    d.loc[d.index[row], observed[0]] = None
+    out["value to NA"] = d
+    d = df.copy()
+    for c, v in unique_row(schema).items():
+        d.loc[d.index[row], c] = v
+    out["replace"] = d
+    return out
+
+
+def neighbour_check(make_generator: Callable, df: pd.DataFrame, schema: Schema, seed: int = 0,
+                    row: int = 0, kinds=None) -> pd.DataFrame:
+    """Fit ``make_generator()`` on D and each neighbour with the same seed; one row per noise call
+    and neighbour: step, norm, distance, sensitivity, bound, ok. Raises AssertionError when the
+    sequence of noise calls differs (data-dependent control flow)."""
+    gen = make_generator()
+    relation = gen.relation
+    with record_noise_inputs() as base:
+        gen.fit(df, schema, seed=seed)
+    rows = []
+    for kind, d2 in neighbours(df, schema, row).items():
+        if kinds is not None and kind not in kinds:
+            continue
+        mult = _BOUND[relation][kind]
+        with record_noise_inputs() as rec:
+            make_generator().fit(d2, schema, seed=seed)
+        if base.steps() != rec.steps() or [c.value.shape for c in base.calls] != [c.value.shape for c in rec.calls]:
+            raise AssertionError(f"neighbour {kind!r}: the noise calls differ between D and D' "
+                                 f"(data-dependent control flow): {base.steps()[:5]}… vs {rec.steps()[:5]}…")
+        for a, b in zip(base.calls, rec.calls):
+            dist = distance(a.value, b.value, a.norm)
+            bound = None if mult is None else mult * a.sensitivity
+            rows.append({"neighbour": kind, "step": a.step, "mechanism": a.mechanism, "norm": a.norm,
+                         "distance": dist, "sensitivity": a.sensitivity, "bound": bound,
+                         "ok": True if bound is None else dist <= bound * (1 + 1e-9) + 1e-12})
+    return pd.DataFrame(rows)
+
+
+def assert_neighbour_safe(make_generator: Callable, df: pd.DataFrame, schema: Schema, **kw) -> pd.DataFrame:
+    """:func:`neighbour_check`, raising AssertionError that lists every violation."""
+    report = neighbour_check(make_generator, df, schema, **kw)
+    bad = report[~report["ok"]]
+    if len(bad):
+        raise AssertionError("recorded values moved more than their declared sensitivity:\n" + bad.to_string())
+    return report
+
+
+# ---------------------------------------------------------------------- distinguishing audit
+def audit_datasets(n: int = 40) -> tuple[pd.DataFrame, pd.DataFrame, Schema, dict]:
+    """Worst-case pair (replace-one): D = n identical rows, D' = D with one row replaced by a
+    unique row. Small public domain: three categorical columns and one bounded numeric."""
+    schema = Schema.from_dict({
+        "a": {"type": "categorical", "categories": ["a0", "a1", "a2"]},
+        "b": {"type": "categorical", "categories": ["b0", "b1", "b2"]},
+        "c": {"type": "categorical", "categories": ["c0", "c1"]},
+        "x": {"type": "numeric", "lower": 0, "upper": 10, "bins": 4},
+    })
+    common = {"a": "a0", "b": "b0", "c": "c0", "x": 1.0}
+    target = {"a": "a2", "b": "b2", "c": "c1", "x": 9.0}
+    cat = {c: pd.CategoricalDtype(schema[c].categories) for c in ("a", "b", "c")}
+    d = pd.DataFrame([common] * n).astype(cat)
+    d2 = pd.DataFrame([common] * (n - 1) + [target]).astype(cat)
+    return d, d2, schema, target
+
+
+def _count_target(frame: pd.DataFrame, target: dict, schema: Schema) -> int:
+    hit = np.ones(len(frame), dtype=bool)
+    for c, v in target.items():
+        if schema[c].is_categorical:
+            hit &= (frame[c].astype(object) == v).to_numpy()
+        else:
+            edges = schema[c].edges()
+            b = np.clip(np.searchsorted(edges, v, side="right") - 1, 0, len(edges) - 2)
+            x = pd.to_numeric(frame[c]).to_numpy(dtype=float)
+            hit &= (x >= edges[b]) & (x < edges[b + 1] if b < len(edges) - 2 else x <= edges[-1])
+    return int(hit.sum())
+
+
+def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
+    """One-sided upper (1−alpha) bound on a binomial proportion."""
+    return 1.0 if k >= n else float(stats.beta.ppf(1 - alpha, k + 1, n - k))
+
+
+def epsilon_lower_bound(fp: int, n_neg: int, fn: int, n_pos: int, delta: float = 0.0,
+                        alpha: float = 0.05) -> float:
+    """ε_lo from error counts with Clopper–Pearson bounds at alpha/2 each."""
+    fpr = clopper_pearson_upper(fp, n_neg, alpha / 2)
+    fnr = clopper_pearson_upper(fn, n_pos, alpha / 2)
+    cands = [0.0]
+    if fpr > 0 and 1 - delta - fnr > 0:
+        cands.append(math.log((1 - delta - fnr) / fpr))
+    if fnr > 0 and 1 - delta - fpr > 0:
+        cands.append(math.log((1 - delta - fpr) / fnr))
+    return max(cands)
+
+
+def distinguishing_audit(method, epsilon: float, delta: float | None = None, runs: int = 300,
+                         n_rows: int = 40, alpha: float = 0.05, seed: int | None = None, **options) -> dict:
+    """Run ``method`` (a registry name, or a callable returning an unfitted generator) ``runs`` times
+    on each of D and D' (see :func:`audit_datasets`); statistic = number of synthetic rows equal to
+    the unique row; returns eps_lo beside the ledger's claim (``passed`` = eps_lo ≤ claim)."""
+    from .generators import make_generator
+
+    def run_once(data, s):
+        gen = method() if callable(method) else make_generator(method, epsilon, delta, **options)
+        gen.fit(data, schema, seed=s)
+        return gen.sample(n=n_rows, m=1, seed=None if s is None else s + 1)
+
+    d, d2, schema, target = audit_datasets(n_rows)
+    rng = np.random.default_rng(seed)
+    scores = {"D": [], "D'": []}
+    claimed = 0.0
+    for side, data in (("D", d), ("D'", d2)):
+        for _ in range(runs):
+            s = None if seed is None else int(rng.integers(0, 2**31 - 1))
+            res = run_once(data, s)
+            claimed = max(claimed, res.ledger.total_epsilon())
+            scores[side].append(_count_target(res.datasets[0], target, schema))
+    neg, pos = np.array(scores["D"]), np.array(scores["D'"])
+    half = runs // 2
+    # threshold chosen on the first half only, evaluated on the second
+    cands = np.unique(np.r_[neg[:half], pos[:half]]) + 0.5
+    best, tau = -1.0, cands[0] if len(cands) else 0.5
+    for t in cands:
+        fp, fn = int((neg[:half] >= t).sum()), int((pos[:half] < t).sum())
+        e = epsilon_lower_bound(fp, half, fn, half, delta or 0.0, alpha)
+        if e > best:
+            best, tau = e, t
+    fp, fn = int((neg[half:] >= tau).sum()), int((pos[half:] < tau).sum())
+    n_eval = runs - half
+    eps_lo = epsilon_lower_bound(fp, n_eval, fn, n_eval, delta or 0.0, alpha)
+    return {"method": method if isinstance(method, str) else getattr(method, "__name__", "custom"),
+            "eps_claimed": claimed, "eps_lo": eps_lo, "threshold": float(tau),
+            "false_positives": fp, "false_negatives": fn, "runs_per_side": runs, "evaluated_per_side": n_eval,
+            "alpha": alpha, "passed": eps_lo <= claimed + 1e-9,
+            "max_power": math.log(n_eval / max(1e-12, -math.log(alpha / 2)))}
