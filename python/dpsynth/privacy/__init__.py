@@ -2,6 +2,7 @@
 from .calibration import (cdp_delta, cdp_eps, cdp_rho, gaussian_epsilon, gaussian_sigma, sgm_epsilon,
                           sgm_noise_multiplier, zcdp_gaussian_rho, zcdp_gaussian_sigma)
 from .ledger import BudgetExceededError, PrivacyLedger, Spend
+from .amplification import mcar_amplification
 from .mechanisms import (distance, exponential_mechanism, gaussian_counts, gaussian_values, laplace_counts,
                          laplace_values, record_noise_inputs)
 from .rng import NoiseSource
@@ -11,4 +12,4 @@ __all__ = ["cdp_delta", "cdp_eps", "cdp_rho", "gaussian_epsilon", "gaussian_sigm
            "sgm_noise_multiplier", "zcdp_gaussian_rho", "zcdp_gaussian_sigma", "BudgetExceededError",
            "PrivacyLedger", "Spend", "distance", "exponential_mechanism", "gaussian_counts", "gaussian_values",
            "laplace_counts", "laplace_values", "record_noise_inputs", "NoiseSource", "check_delta",
-           "check_epsilon", "check_seed"]
+           "check_epsilon", "check_seed", "mcar_amplification"]

@@ -42,6 +42,7 @@ class Spend:
     norm: str
     relation: str
     note: str = ""
+    attributes: tuple | None = None  # the attributes whose observed rows the spend read (None: every row)
 
     @property
     def kind(self) -> str:
@@ -67,9 +68,11 @@ class PrivacyLedger:
     # ------------------------------------------------------------------ recording
     def spend(self, step: str, mechanism: str, *, epsilon: float | None = None, delta: float = 0.0,
               rho: float | None = None, sensitivity: float, relation: str, norm: str = "L1",
-              note: str = "") -> None:
+              note: str = "", attributes=None) -> None:
         """Record a spend; raise :class:`BudgetExceededError` (and record nothing) if it would
-        exceed the budget. Give ``epsilon`` (and ``delta``) or ``rho``, not both."""
+        exceed the budget. Give ``epsilon`` (and ``delta``) or ``rho``, not both. ``attributes``
+        (optional) names the attributes a row must be observed on to be read by this spend, for
+        :meth:`ground_truth_epsilon`; None means it may read every row."""
         if relation not in RELATIONS:
             raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
         if (epsilon is None) == (rho is None):
@@ -79,7 +82,8 @@ class PrivacyLedger:
         if epsilon is not None:
             epsilon = check_epsilon(epsilon)
         delta = check_delta(delta)
-        s = Spend(step, mechanism, epsilon, delta, rho, float(sensitivity), norm, relation, note)
+        s = Spend(step, mechanism, epsilon, delta, rho, float(sensitivity), norm, relation, note,
+                  None if attributes is None else tuple(attributes))
         self._check_budget(s)  # raises before anything is recorded
         sums = self._sums(s)
         self.spends.append(s)
@@ -140,6 +144,29 @@ class PrivacyLedger:
 
     def total_rho(self) -> float:
         return float(sum(s.rho for s in self.spends if s.rho is not None))
+
+    def ground_truth_epsilon(self, missing_rates, *, return_details: bool = False):
+        """ε for the ground-truth data when the private data were produced by MCAR masking with
+        per-attribute rates ``missing_rates`` ({attribute: φ}), by the exact bound of
+        :func:`dpsynth.privacy.amplification.mcar_amplification` applied to the recorded spends
+        (each reads the rows observed on its ``attributes``; None: every row, not amplified).
+        Needs pure-ε spends under one neighbouring relation. ``return_details=True`` also returns
+        the details dict (incl. the paper's Algorithm 4 figure)."""
+        from .amplification import mcar_amplification
+
+        if self.flags:
+            return (math.inf, {}) if return_details else math.inf
+        if not self.spends:
+            return (0.0, {}) if return_details else 0.0
+        impure = [s.step for s in self.spends if s.rho is not None or s.delta > 0]
+        if impure:
+            raise ValueError(f"ground_truth_epsilon needs pure ε-DP spends; {impure[:3]} are (ε, δ) or zCDP")
+        rels = {s.relation for s in self.spends}
+        if len(rels) > 1:
+            raise ValueError(f"the ledger mixes neighbouring relations {sorted(rels)}; amplification needs one")
+        eps, det = mcar_amplification([s.attributes or () for s in self.spends], [s.epsilon for s in self.spends],
+                                      missing_rates, relation=rels.pop())
+        return (eps, det) if return_details else eps
 
     @property
     def relation(self) -> str | None:

@@ -96,14 +96,14 @@ def _check_sensitivity(sensitivity) -> float:
 
 # --------------------------------------------------------------------- counts (exact, integer)
 def laplace_counts(counts, *, epsilon: float, sensitivity: float, ledger: PrivacyLedger, source: NoiseSource,
-                   step: str, relation: str, note: str = "") -> np.ndarray:
+                   step: str, relation: str, note: str = "", attributes=None) -> np.ndarray:
     """counts + discrete Laplace(Δ₁/ε) noise; ε-DP when the L1 sensitivity of ``counts`` is Δ₁."""
     counts = np.asarray(counts)
     if not np.issubdtype(counts.dtype, np.integer):
         raise TypeError("laplace_counts needs integer counts; use laplace_values for real values")
     sensitivity = _check_sensitivity(sensitivity)
     ledger.spend(step, "discrete Laplace", epsilon=epsilon, sensitivity=sensitivity, relation=relation,
-                 norm="L1", note=note)
+                 norm="L1", note=note, attributes=attributes)
     _observe(step, "discrete Laplace", counts, sensitivity, "L1")
     return counts.astype(np.int64) + source.discrete_laplace(sensitivity / epsilon, counts.shape)
 
@@ -173,7 +173,7 @@ def gaussian_values(values, *, sensitivity: float, ledger: PrivacyLedger, source
 # --------------------------------------------------------------------- selection
 def exponential_mechanism(scores, *, epsilon: float | None = None, sensitivity: float, ledger: PrivacyLedger,
                           source: NoiseSource, step: str, relation: str, rho: float | None = None,
-                          note: str = "") -> int:
+                          note: str = "", attributes=None) -> int:
     """Index chosen with probability ∝ exp(ε·q/(2Δ)); ε-DP when each score has sensitivity Δ
     (L∞ over candidates). With ``rho`` instead of ε, the bounded-range analysis gives ε = √(8ρ)
     (Cesar & Rogers 2021), and the spend is recorded as ρ-zCDP."""
@@ -185,11 +185,11 @@ def exponential_mechanism(scores, *, epsilon: float | None = None, sensitivity: 
     sensitivity = _check_sensitivity(sensitivity)
     if rho is not None:
         ledger.spend(step, "exponential mechanism", rho=rho, sensitivity=sensitivity, relation=relation,
-                     norm="Linf", note=note)
+                     norm="Linf", note=note, attributes=attributes)
         epsilon = float(np.sqrt(8.0 * rho))
     else:
         ledger.spend(step, "exponential mechanism", epsilon=epsilon, sensitivity=sensitivity, relation=relation,
-                     norm="Linf", note=note)
+                     norm="Linf", note=note, attributes=attributes)
     _observe(step, "exponential mechanism", q, sensitivity, "Linf")
     if q.size == 1:
         return 0
