@@ -90,6 +90,66 @@ run_shared_case <- function(kind, case) {
                                    lapply(expected$codes, function(row) as.integer(unlist(row))))
       }
     },
+    pool = run_pool_case(case, tol),
     testthat::skip(paste0("shared case kind '", kind, "' is not run from R yet"))
   )
+}
+
+# ---- kind "pool": dpsynth.pool through reticulate, and mice::pool.scalar where the rule exists ----
+
+# A Python dict of plain values (convert = FALSE; DataFrame.to_dict gives Python floats, not
+# numpy scalars) -> named R list of vectors.
+shared_py_list <- function(x) reticulate::py_to_r(x)
+
+# Compare one column: expected JSON null = NA/NaN, logical and character exactly, numbers with tol.
+expect_pool_column <- function(got, want, tol, label) {
+  testthat::expect_length(got, length(want))
+  for (i in seq_along(want)) {
+    w <- want[[i]]
+    g <- got[[i]]
+    if (is.null(w)) {
+      testthat::expect_true(is.na(g), label = sprintf("%s[%d] is NaN", label, i))
+    } else if (is.logical(w) || is.character(w)) {
+      testthat::expect_identical(g, w, label = sprintf("%s[%d]", label, i))
+    } else {
+      expect_close(as.numeric(g), as.numeric(w), tol)
+    }
+  }
+}
+
+run_pool_case <- function(case, tol) {
+  input <- case$input
+  expected <- case$expected
+  py <- dpsynthr:::dp_py()
+  # Lists travel as Python lists (reticulate 1.28 cannot pass numpy arrays with numpy >= 2).
+  table <- py$pool(input$estimates, input$variances, rule = input$rule, dfcom = input$dfcom,
+                   n_syn = input$n_syn, n_orig = input$n_orig, terms = input$terms)
+  got <- shared_py_list(table$to_dict("list"))
+  for (col in names(expected)) {
+    expect_pool_column(got[[col]], expected[[col]], tol, col)
+  }
+  if (!is.null(case$mice)) {
+    # The same numbers straight from mice, term by term.
+    n <- as.numeric(case$mice$n)
+    p <- length(expected$term)
+    for (j in seq_len(p)) {
+      Q <- vapply(input$estimates, function(q) as.numeric(if (p == 1) q else q[[j]]), 0)
+      U <- vapply(input$variances, function(u) as.numeric(if (p == 1) u else u[[j]][[j]]), 0)
+      ref <- mice::pool.scalar(Q, U, n = n, k = case$mice$k, rule = case$mice$rule)
+      expect_close(got$estimate[[j]], ref$qbar, tol)
+      expect_close(got$ubar[[j]], ref$ubar, tol)
+      expect_close(got$b[[j]], ref$b, tol)
+      expect_close(got$t[[j]], ref$t, tol)
+      expect_close(got$df[[j]], ref$df, tol)
+      expect_close(got$riv[[j]], ref$r, tol)
+      if (is.na(ref$fmi)) testthat::expect_true(is.na(got$fmi[[j]])) else expect_close(got$fmi[[j]], ref$fmi, tol)
+    }
+  }
+  if (!is.null(case$wald)) {
+    want <- case$wald
+    res <- shared_py_list(py$inference$wald_test(input$estimates, input$variances, rule = input$rule,
+                                                 terms = want$terms, names = input$terms,
+                                                 dfcom = input$dfcom))
+    for (key in c("statistic", "df1", "df2", "p.value", "riv")) expect_close(res[[key]], want[[key]], tol)
+  }
 }

@@ -54,8 +54,34 @@ def run_case(kind, case):
                 # de-binned values fall in the same bin as the originals
                 assert schema.encode(back)[:, list(schema.columns).index(name)].tolist() == codes[:, list(
                     schema.columns).index(name)].tolist()
+    elif kind == "pool":
+        run_pool_case(inp, exp, case, tol)
     else:
         pytest.skip(f"kind {kind!r} has no Python runner yet")
+
+
+def run_pool_case(inp, exp, case, tol):
+    """dpsynth.pool (and, with a "wald" entry, dpsynth.inference.wald_test) against the expected
+    table; JSON null = NaN (e.g. lambda and fmi of the synthetic-data rules)."""
+    from dpsynth.inference import wald_test
+    args = {k: inp.get(k) for k in ("dfcom", "n_syn", "n_orig")}
+    tab = dpsynth.pool(inp["estimates"], inp["variances"], rule=inp["rule"], terms=inp.get("terms"), **args)
+    for col, want in exp.items():
+        got = tab[col].tolist()
+        assert len(got) == len(want), col
+        for g, w in zip(got, want):
+            if w is None:
+                assert np.isnan(g), f"{col}: expected NaN, got {g}"
+            elif isinstance(w, (bool, str)):
+                assert g == w, col
+            else:
+                assert g == pytest.approx(w, abs=tol, rel=tol), col
+    if "wald" in case:
+        want = case["wald"]
+        got = wald_test(inp["estimates"], inp["variances"], rule=inp["rule"], terms=want["terms"],
+                        names=inp.get("terms"), dfcom=inp.get("dfcom"))
+        for key in ("statistic", "df1", "df2", "p.value", "riv"):
+            assert got[key] == pytest.approx(want[key], abs=tol, rel=tol), key
 
 
 @pytest.mark.parametrize("kind,case", CASES)
