@@ -16,6 +16,10 @@ _REGISTRY = {
     "dp-misgan": ("dpsynth.generators.misgan", "DPMisGAN", {}),
     "kamino": ("dpsynth.generators.columnwise", "ColumnwiseSynth", {"impute": False}),
     "kamino-i": ("dpsynth.generators.columnwise", "ColumnwiseSynth", {"impute": True}),
+    # the seed paper's vanilla strategies (§4.1) around any generator above: pass generator="privbayes", ...
+    "complete-rows": ("dpsynth.missing.strategies", "CompleteRows", {}),
+    "impute-random": ("dpsynth.missing.strategies", "ImputeFirst", {"imputation": "random"}),
+    "impute-dp-mean": ("dpsynth.missing.strategies", "ImputeFirst", {"imputation": "dp-mean"}),
 }
 
 
