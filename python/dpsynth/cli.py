@@ -1,6 +1,7 @@
 """The ``dpsynth`` command line.
 
     dpsynth synthesize DATA.csv --schema S.json --method privbayes-e --epsilon 1 --m 5 --out DIR
+    dpsynth report DIR --formula "y ~ x1 + x2" --family binomial [--real DATA.csv]
     dpsynth demo
     dpsynth audit --method privbayes-e --epsilon 1
     dpsynth datasets
@@ -47,21 +48,66 @@ def cmd_datasets(args) -> int:
     return 0
 
 
-def cmd_demo(args) -> int:
-    import dpsynth
+DEMO_FORMULA = "income ~ age + sex + race + Q('education-num')"
 
+
+def cmd_demo(args) -> int:
+    """Adult with its real missing values, the best available noise-aware generator, ε = 1, m = 20,
+    a pooled logistic regression, both reports into the output folder."""
+    import time
+
+    import dpsynth
+    from dpsynth.report import analyst_report, holder_report
+
+    t0 = time.time()
+    say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
     df, schema = dpsynth.load_dataset("adult")
     methods = dpsynth.available_methods()
-    method = next(m for m in ("napsu-mq", "privbayes-e", "independent") if m in methods)
-    print(f"Adult: {df.shape[0]} rows, {int(df.isna().sum().sum())} missing cells; method {method}, epsilon=1")
-    kwargs = {"delta": 1e-6} if method == "napsu-mq" else {}
-    res = dpsynth.synthesize(df, schema, method, epsilon=1.0, m=args.m, seed=args.seed, **kwargs)
-    print(res)
-    print(res.ledger)
-    print(res.datasets[0].head())
-    if args.out:
-        res.to_csv(args.out)
-        print(f"wrote the datasets and the ledger to {args.out}")
+    method = args.method or next(m for m in ("napsu-mq", "privbayes-e", "independent") if m in methods)
+    delta = 1e-6 if method == "napsu-mq" else None
+    say(f"Adult: {df.shape[0]} rows, {int(df.isna().sum().sum())} missing cells; {method}, epsilon=1, m={args.m}")
+    res = dpsynth.synthesize(df, schema, method, epsilon=1.0, delta=delta, m=args.m, seed=args.seed)
+    say(res)
+    say(res.ledger)
+    out = Path(args.out)
+    res.to_csv(out / "synthetic")
+    res.generator.save(out / "generator.pkl")
+    say(f"analyst report (releasable): {analyst_report(res, DEMO_FORMULA, family='binomial', path=out / 'report.html')}")
+    hp = holder_report(df, res, schema, DEMO_FORMULA, family="binomial", path=out / "holder-report.html",
+                       target="income")
+    say(f"data holder report (PRIVATE, not for release): {hp}")
+    say(f"done in {time.time() - t0:.0f} s")
+    return 0
+
+
+def _load_synth_dir(folder: Path):
+    import dpsynth
+    from dpsynth.generators.base import Generator
+    from dpsynth.result import SynthResult
+
+    gen = Generator.load(folder / "generator.pkl")
+    files = sorted(folder.glob("synthetic_*.csv"), key=lambda p: int(p.stem.split("_")[1]))
+    if not files:
+        raise FileNotFoundError(f"no synthetic_*.csv files in {folder}; run 'dpsynth synthesize' first")
+    frames = [gen.schema_.coerce(_read_csv(str(f), gen.schema_)) for f in files]
+    return SynthResult(datasets=frames, ledger=gen.ledger, method=gen.method, schema=gen.schema_, generator=gen)
+
+
+def cmd_report(args) -> int:
+    from dpsynth.report import analyst_report, holder_report
+
+    folder = Path(args.synth)
+    res = _load_synth_dir(folder)
+    out = Path(args.out)
+    p = analyst_report(res, args.formula, family=args.family, rule=args.rule, path=out)
+    if not args.quiet:
+        print(f"analyst report (releasable): {p}")
+    if args.real:
+        real = res.schema.coerce(_read_csv(args.real, res.schema))
+        hp = holder_report(real, res, res.schema, args.formula, family=args.family, rule=args.rule,
+                           path=out.with_name(out.stem + "-holder.html"), target=args.target)
+        if not args.quiet:
+            print(f"data holder report (PRIVATE, not for release): {hp}")
     return 0
 
 
@@ -99,11 +145,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_synthesize)
 
-    d = sub.add_parser("demo", help="synthesise Adult with the best available generator and print the ledger")
-    d.add_argument("--m", type=int, default=5)
+    d = sub.add_parser("demo", help="synthesise Adult (epsilon 1, m 20), pool a logistic regression, write both reports")
+    d.add_argument("--m", type=int, default=20)
     d.add_argument("--seed", type=int, default=None)
-    d.add_argument("--out", default=None)
+    d.add_argument("--out", default="demo-output")
+    d.add_argument("--method", default=None, help="generator (default: the best noise-aware one available)")
+    d.add_argument("--quiet", action="store_true")
     d.set_defaults(func=cmd_demo)
+
+    r = sub.add_parser("report", help="analyst report (and, with --real, the private holder report)")
+    r.add_argument("synth", help="folder written by 'dpsynth synthesize' (generator.pkl, synthetic_*.csv)")
+    r.add_argument("--formula", required=True, help="model formula, e.g. \"income ~ age + sex\"")
+    r.add_argument("--family", default="gaussian", help="gaussian, binomial or poisson")
+    r.add_argument("--rule", default="synthetic", help="combining rule: synthetic, mi or reiter2003")
+    r.add_argument("--real", default=None, help="private CSV: also write the holder report (NOT for release)")
+    r.add_argument("--target", default=None, help="column for the classifier F1 in the holder report")
+    r.add_argument("--out", default="report.html")
+    r.add_argument("--quiet", action="store_true")
+    r.set_defaults(func=cmd_report)
 
     a = sub.add_parser("audit", help="distinguishing audit of a generator on worst-case toy data")
     a.add_argument("--method", required=True)
@@ -121,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not getattr(args, "quiet", True):
+        from dpsynth.progress import enable
+
+        enable()
     try:
         return args.func(args)
     except (ValueError, TypeError, FileNotFoundError) as err:

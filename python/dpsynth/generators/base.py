@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..progress import progress
 from ..privacy import NoiseSource, PrivacyLedger, check_delta, check_epsilon, check_seed
 from ..result import SynthResult
 from ..schema import Schema
@@ -30,6 +31,7 @@ class Generator:
     relation: str = "add-remove"
     needs_delta: bool = False
     needs_bounds: bool = True
+    encodes_rows: bool = True  # False: _fit gets codes=None (methods that read raw values, e.g. pmse)
 
     def __init__(self, epsilon: float, delta: float | None = None):
         self.epsilon = check_epsilon(epsilon)
@@ -54,7 +56,7 @@ class Generator:
             self.ledger.flag("schema read from the private data (Schema.from_dataframe): domains are not private")
         source = NoiseSource(seed)
         data = df[schema.names]
-        codes = schema.encode(data)
+        codes = schema.encode(data) if self.encodes_rows else None
         self._fit(codes, data, source)
         self.fitted_ = True
         return self
@@ -72,7 +74,7 @@ class Generator:
             n = self.default_n()
         n = check_count(n, "n")
         rng = NoiseSource(check_seed(seed)).spawn()
-        frames = [self._finish(self._sample_frame(n, rng, i)) for i in range(m)]
+        frames = [self._finish(self._sample_frame(n, rng, i)) for i in progress(range(m), f"sampling {m} datasets")]
         return SynthResult(datasets=frames, ledger=self.ledger, method=self.method or type(self).__name__,
                            schema=self.schema_, generator=self)
 
