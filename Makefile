@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 APT_PKGS := r-base-core r-base-dev r-cran-reticulate r-cran-testthat r-cran-mice r-cran-survey \
-            r-cran-rmarkdown r-cran-jsonlite r-cran-knitr pandoc
+            r-cran-rmarkdown r-cran-jsonlite r-cran-knitr pandoc chromium
 export RETICULATE_PYTHON := $(CURDIR)/.venv/bin/python
 export DPSYNTH_SHARED_TESTS := $(CURDIR)/shared_tests
 
@@ -38,6 +38,19 @@ test-r: rpkg
 test: setup
 	$(MAKE) --no-print-directory test-python
 	$(MAKE) --no-print-directory test-r
+	$(MAKE) --no-print-directory check-r
+
+# R CMD check of the built dpsynthr tarball, outside the source tree (tests, examples and the vignette
+# run against .venv through RETICULATE_PYTHON); fails on any ERROR or WARNING. Log: .venv/rcheck/check.log
+RCHECK := $(CURDIR)/.venv/rcheck
+.PHONY: check-r
+check-r: rpkg
+	@rm -rf $(RCHECK) && mkdir -p $(RCHECK)
+	@cd $(RCHECK) && R CMD build $(CURDIR)/rpkg > build.log 2>&1 || (cat build.log; exit 1)
+	@cd $(RCHECK) && R CMD check --no-manual dpsynthr_*.tar.gz > check.log 2>&1; \
+	  status=$$(grep '^Status:' check.log | tail -1); \
+	  echo "R CMD check: $${status:-no status} (log: $(RCHECK)/check.log)"; \
+	  if [ -z "$$status" ] || echo "$$status" | grep -qE 'ERROR|WARNING'; then cat check.log; exit 1; fi
 
 demo: setup
 	$(VENV)/bin/dpsynth demo --out demo-output

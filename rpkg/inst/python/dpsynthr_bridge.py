@@ -82,3 +82,26 @@ def split_frame(df):
     return {"names": [str(c) for c in df.columns],
             "n": int(len(df)),
             "columns": [split_column(df.iloc[:, j]) for j in range(df.shape[1])]}
+
+
+def plain(obj):
+    """A result as plain Python values (dict, list, float, int, bool, str, None), so that
+    reticulate 1.28 can convert it: numpy scalars and arrays (which it cannot convert with
+    numpy >= 2) become Python numbers and lists, pandas Series lists, tuples lists."""
+    if isinstance(obj, dict):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, pd.Series):
+        return [plain(v) for v in obj.tolist()]
+    if isinstance(obj, np.ndarray):
+        return [plain(v) for v in obj.tolist()]
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if obj is pd.NA or obj is pd.NaT:
+        return None
+    return obj

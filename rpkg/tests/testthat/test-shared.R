@@ -42,3 +42,14 @@ if (!is.null(shared) && requireNamespace("jsonlite", quietly = TRUE)) {
     }
   }
 }
+
+test_that("every kind of shared case has an R runner (none is skipped as unknown)", {
+  skip_if(is.null(shared), "shared_tests/ not found (set DPSYNTH_SHARED_TESTS)")
+  skip_if_not_installed("jsonlite")
+  source(file.path(shared, "run_shared_tests.R"), local = TRUE)
+  kinds <- unique(vapply(shared_case_files(shared), function(f) read_shared_cases(f)$kind, ""))
+  run_from_r <- c("gaussian_sigma", "cdp_rho", "cdp_eps", "schema_error", "roundtrip", "pool")
+  expect_true(all(kinds %in% run_from_r),
+              label = paste("kinds without an R runner (add one to shared_tests/run_shared_tests.R):",
+                            paste(setdiff(kinds, run_from_r), collapse = ", ")))
+})

@@ -1,0 +1,588 @@
+# Pooled analyses: R's own lm/glm on each synthetic data set, combined by the
+# engine's rules (dpsynth.pool). R fits the models; every pooling formula
+# lives in Python.
+
+#' Combine estimates from m analyses (the engine's combining rules)
+#'
+#' The R face of `dpsynth.pool()`: for numbers the analyst computed. With
+#' q_i and u_i the estimate and its variance from data set i,
+#' q-bar = mean(q_i), u-bar = mean(u_i), b = var(q_i), the rules differ in the
+#' total variance t and the degrees of freedom df:
+#' \describe{
+#'   \item{`"synthetic"`}{fully synthetic data (Raghunathan, Reiter & Rubin
+#'     2003): t = (1 + 1/m) b - u-bar; where that is not positive, the
+#'     non-negative fallback of Reiter (2002), (n_syn/n_orig) u-bar (column
+#'     `fallback`). The default: the setting of DP synthetic data.}
+#'   \item{`"mi"`}{multiple imputation (Rubin 1987; alias `"rubin1987"`):
+#'     t = u-bar + (1 + 1/m) b with the Barnard-Rubin df, as `mice::pool()`.}
+#'   \item{`"reiter2003"`}{partially synthetic data: t = u-bar + b/m, as
+#'     `mice::pool.syn()`.}
+#'   \item{`"two-stage"`, `"two-stage-synthetic"`}{M imputations with r
+#'     syntheses each (Reiter 2004): pass `estimates` and `variances` as a
+#'     list of M matrices (r rows each) or vectors (length r).}
+#' }
+#'
+#' @param estimates The m estimates: a numeric vector (one term), a matrix
+#'   with one row per data set and one column per term, or a list of m
+#'   numeric vectors.
+#' @param variances The matching squared standard errors (same shape), or a
+#'   list of m covariance matrices (only their diagonals enter the table).
+#' @param rule Combining rule (see Details).
+#' @param dfcom Complete-data degrees of freedom (e.g. n - p) for the
+#'   Barnard-Rubin df of rule `"mi"`; `NULL` = large sample. Stored, not used,
+#'   by the other rules (as in mice).
+#' @param n_syn,n_orig Rows per synthetic data set and in the original data,
+#'   for the fallback of the synthetic rules; both `NULL`: ratio 1.
+#' @param terms Names of the terms (default: the column names of
+#'   `estimates`, or the names of its first element).
+#' @param conf.level Level of `conf.low`, `conf.high`.
+#' @return An object of class `dpsynth_pooled`; [summary()][summary.dpsynth_pooled]
+#'   gives the pooled table as a data.frame.
+#' @seealso [dp_glm()] to fit a model to every synthetic data set and pool it.
+#' @examplesIf dpsynthr:::python_available()
+#' q <- c(1, 1.2, 0.9, 1.1, 1.05)
+#' u <- c(0.04, 0.05, 0.045, 0.05, 0.048)
+#' p <- dp_pool(q, u, rule = "mi", dfcom = 98)
+#' p
+#' summary(p)[, c("estimate", "t", "df", "fmi")]
+#' @export
+dp_pool <- function(estimates, variances, rule = "synthetic", dfcom = NULL, n_syn = NULL,
+                    n_orig = NULL, terms = NULL, conf.level = 0.95) {
+  call <- match.call()
+  if (missing(estimates) || missing(variances)) {
+    stop("dp_pool needs `estimates` and `variances` (squared standard errors or covariance matrices)",
+         call. = FALSE)
+  }
+  terms <- terms %||% default_terms(estimates)
+  table <- pool_table(py_nested(estimates, "estimates"), py_nested(variances, "variances"),
+                      rule = rule, dfcom = dfcom, n_syn = n_syn, n_orig = n_orig, terms = terms,
+                      conf.level = conf.level)
+  new_pooled(table, call = call, rule = table$rule[[1]], m = max(table$m),
+             conf.level = conf.level, dfcom = dfcom)
+}
+
+default_terms <- function(estimates) {
+  if (is.matrix(estimates) || is.data.frame(estimates)) return(colnames(estimates))
+  if (is.list(estimates) && length(estimates) && !is.list(estimates[[1]])) return(names(estimates[[1]]))
+  NULL
+}
+
+# One call of dpsynth.pool -> R data.frame (mice's column names).
+pool_table <- function(q, u, rule, dfcom = NULL, n_syn = NULL, n_orig = NULL, terms = NULL,
+                       conf.level = 0.95) {
+  if (!is.character(rule) || length(rule) != 1L) stop("`rule` must be one string", call. = FALSE)
+  res <- py_try(dp_py()$pool(q, u, rule = rule, dfcom = py_num_or_null(dfcom, "dfcom"),
+                             n_syn = py_num_or_null(n_syn, "n_syn"),
+                             n_orig = py_num_or_null(n_orig, "n_orig"),
+                             terms = if (!is.null(terms)) as.list(as.character(terms)),
+                             conf_level = as.numeric(conf.level)),
+                "dp_pool")
+  pandas_to_r(res)
+}
+
+# The canonical rule name and its description, from the engine.
+rule_info <- function(rule) {
+  rules <- reticulate::import("dpsynth.inference.rules", convert = FALSE)
+  name <- py_try(reticulate::py_to_r(rules$check_rule(rule)), "rule")
+  list(name = name, description = reticulate::py_to_r(rules$RULES)[[name]],
+       nested = name %in% c("two-stage", "two-stage-synthetic"))
+}
+
+new_pooled <- function(table, call, rule, m, conf.level, dfcom = NULL, ...) {
+  info <- tryCatch(rule_info(rule), error = function(e) list(name = rule, description = NA_character_))
+  structure(list(pooled = table, call = call, rule = info$name, rule_description = info$description,
+                 m = as.integer(m), conf.level = conf.level, dfcom = dfcom, ...),
+            class = "dpsynth_pooled")
+}
+
+#' Fit a GLM or linear model to every synthetic data set and pool the results
+#'
+#' As `mice`'s `with(imp, glm(...))` followed by `pool()`, and synthpop's
+#' `glm.synds()`: R's own [stats::glm()] (or [stats::lm()]) is fitted to each
+#' of the m synthetic data sets, and each coefficient's estimates and squared
+#' standard errors are combined with the engine's rule (see [dp_pool()]). The
+#' individual fits are not stored, so the result is small and survives
+#' `saveRDS()`.
+#'
+#' Degenerate fits are handled as the engine's `fit_pooled` does, and always
+#' reported (`$dropped`, a warning, and the printout): a fit that fails or a
+#' GLM that does not converge drops the data set; an aliased coefficient
+#' (typically a category absent from one synthetic data set) or one whose
+#' standard error is not finite, not positive or more than `se_ratio` times
+#' the median over the data sets (or above `se_limit`) is dropped for that
+#' data set. Each term is pooled over the data sets where it is valid (the
+#' `m` column says how many); a term valid in fewer than 2 gets `NA`.
+#'
+#' @param formula A model formula, e.g. `income ~ age + sex + race`.
+#' @param family A family function, object or name, as for [stats::glm()].
+#'   The default is `gaussian` (note: synthpop's `glm.synds` defaults to
+#'   binomial). For a factor outcome, `binomial` models the probability of
+#'   the second level, as `glm` does.
+#' @param data A `dpsynth_synds` object from [dp_synthesize()] (or a list of
+#'   data.frames).
+#' @param rule Combining rule: `"synthetic"` (default, fully synthetic
+#'   data), `"mi"` or `"reiter2003"` (see [dp_pool()]).
+#' @param dfcom Complete-data df for rule `"mi"`; default: the residual df of
+#'   the first usable fit (as mice).
+#' @param n_orig Rows of the original data, for the fallback of the
+#'   synthetic rule ((n_syn/n_orig) u-bar, n_syn = mean rows used per fit);
+#'   `NULL`: u-bar.
+#' @param conf.level Level of the confidence intervals.
+#' @param se_ratio,se_limit Screens for exploded standard errors (see
+#'   Details); `NULL` disables.
+#' @param ... Further arguments to `glm()` / `lm()` (e.g. `weights`), evaluated
+#'   in each synthetic data set.
+#' @return An object of class `dpsynth_pooled`: a list with `pooled` (the
+#'   pooled table), `call`, `formula`, `model` (`"glm"` or `"lm"`), `family`,
+#'   `rule`, `m`, `conf.level`, `dfcom`, `nobs` (rows used per data set),
+#'   `dropped` (data.frame of what was dropped and why), `notes` (warnings of
+#'   the fits), `qhat` (m x p estimates) and `uhat` (list of m covariance
+#'   matrices) for [dp_wald()], and the synthesis' `method` and `ledger`.
+#'   `summary()` returns the pooled table as a data.frame.
+#' @examplesIf dpsynthr:::python_available()
+#' d <- data.frame(x = rnorm(200))
+#' d$y <- factor(rbinom(200, 1, plogis(d$x)), labels = c("no", "yes"))
+#' sch <- list(x = list(type = "numeric", lower = -4, upper = 4, bins = 16),
+#'             y = list(type = "categorical", categories = c("no", "yes")))
+#' s <- dp_synthesize(d, "independent", epsilon = 1, m = 3, seed = 1, schema = sch)
+#' fit <- dp_glm(y ~ x, family = binomial, data = s)
+#' fit
+#' summary(fit)
+#' @importFrom stats gaussian
+#' @export
+dp_glm <- function(formula, family = gaussian, data, rule = "synthetic", dfcom = NULL,
+                   n_orig = NULL, conf.level = 0.95, se_ratio = 100, se_limit = NULL, ...) {
+  call <- match.call()
+  fam <- as_family(family, parent.frame())
+  extra <- match.call(expand.dots = FALSE)$...
+  pool_fits(call, formula, data, model = "glm", family = fam, extra = extra, env = parent.frame(),
+            rule = rule, dfcom = dfcom, n_orig = n_orig, conf.level = conf.level,
+            se_ratio = se_ratio, se_limit = se_limit)
+}
+
+#' @rdname dp_glm
+#' @export
+dp_lm <- function(formula, data, rule = "synthetic", dfcom = NULL, n_orig = NULL,
+                  conf.level = 0.95, se_ratio = 100, se_limit = NULL, ...) {
+  call <- match.call()
+  extra <- match.call(expand.dots = FALSE)$...
+  pool_fits(call, formula, data, model = "lm", family = NULL, extra = extra, env = parent.frame(),
+            rule = rule, dfcom = dfcom, n_orig = n_orig, conf.level = conf.level,
+            se_ratio = se_ratio, se_limit = se_limit)
+}
+
+as_family <- function(family, env) {
+  if (is.character(family)) family <- get(family, mode = "function", envir = env)
+  if (is.function(family)) family <- family()
+  if (!inherits(family, "family")) {
+    stop("`family` must be a family function, object or name, e.g. binomial, binomial(\"probit\") ",
+         "or \"binomial\"", call. = FALSE)
+  }
+  family
+}
+
+# What is stored: name and link (rebuilt from stats), or the object itself
+# for a family stats does not have.
+family_spec <- function(fam) {
+  if (is.null(fam)) return(NULL)
+  f <- get0(fam$family, envir = asNamespace("stats"), mode = "function")
+  if (!is.null(f) && identical(tryCatch(f(link = fam$link)$family, error = function(e) NULL), fam$family)) {
+    return(list(family = fam$family, link = fam$link))
+  }
+  list(family = fam$family, link = fam$link, object = fam)
+}
+
+family_object <- function(spec) {
+  if (!is.null(spec$object)) return(spec$object)
+  get(spec$family, envir = asNamespace("stats"), mode = "function")(link = spec$link)
+}
+
+synthetic_frames <- function(data) {
+  if (inherits(data, "dpsynth_synds")) return(data$syn)
+  if (is.data.frame(data)) {
+    stop("`data` is one data.frame; pass the dpsynth_synds object from dp_synthesize() ",
+         "(or a list of m data.frames)", call. = FALSE)
+  }
+  if (is.list(data) && length(data) && all(vapply(data, is.data.frame, NA))) return(data)
+  stop("`data` must be a dpsynth_synds object from dp_synthesize() or a list of data.frames",
+       call. = FALSE)
+}
+
+# Fit one model to one data set; returns the fit (or the error) and the
+# warnings it raised.
+fit_one_dataset <- function(model, formula, family, extra, env, d) {
+  fn <- if (model == "glm") quote(stats::glm) else quote(stats::lm)
+  args <- c(list(formula = formula), if (model == "glm") list(family = quote(.dp_family)),
+            list(data = quote(.dp_data)), as.list(extra))
+  where <- list2env(list(.dp_data = d, .dp_family = family), parent = env)
+  notes <- character()
+  fit <- tryCatch(
+    withCallingHandlers(eval(as.call(c(fn, args)), where),
+                        warning = function(w) {
+                          notes <<- c(notes, conditionMessage(w))
+                          invokeRestart("muffleWarning")
+                        }),
+    error = function(e) e)
+  list(fit = fit, notes = unique(notes))
+}
+
+pool_fits <- function(call, formula, data, model, family, extra, env, rule, dfcom, n_orig,
+                      conf.level, se_ratio, se_limit) {
+  if (is.character(formula)) formula <- stats::as.formula(formula, env = env)
+  if (!inherits(formula, "formula")) stop("`formula` must be a formula, e.g. y ~ x", call. = FALSE)
+  frames <- synthetic_frames(data)
+  if (length(frames) < 2L) {
+    stop("pooling needs at least 2 synthetic data sets (m >= 2); synthesise with m = 2 or more",
+         call. = FALSE)
+  }
+  info <- rule_info(rule)
+  if (info$nested) {
+    stop(sprintf("rule '%s' needs nested data (M imputations x r syntheses); ", info$name),
+         "fit the models yourself and use dp_pool() with nested lists", call. = FALSE)
+  }
+  if (!is.null(se_ratio) && !(is.numeric(se_ratio) && length(se_ratio) == 1L && se_ratio > 1)) {
+    stop("`se_ratio` must be a number > 1, or NULL to disable the screen", call. = FALSE)
+  }
+  m <- length(frames)
+  fits <- lapply(frames, function(d) fit_one_dataset(model, formula, family, extra, env, d))
+
+  dropped <- data.frame(dataset = integer(), term = character(), reason = character(),
+                        stringsAsFactors = FALSE)
+  drop <- function(i, term, reason) {
+    dropped[nrow(dropped) + 1L, ] <<- list(i, term, reason)
+  }
+  good <- logical(m)
+  terms <- character()
+  for (i in seq_len(m)) {
+    f <- fits[[i]]$fit
+    if (inherits(f, "error")) {
+      drop(i, NA_character_, paste("the fit failed:", conditionMessage(f)))
+    } else if (model == "glm" && !isTRUE(f$converged)) {
+      drop(i, NA_character_, "the GLM did not converge")
+    } else {
+      good[i] <- TRUE
+      terms <- union(terms, names(stats::coef(f)))
+    }
+  }
+  if (!any(good)) {
+    stop("no synthetic data set gave a usable fit:\n",
+         paste(sprintf("  data set %d: %s", dropped$dataset, dropped$reason), collapse = "\n"),
+         call. = FALSE)
+  }
+  p <- length(terms)
+  est <- se <- matrix(NA_real_, m, p, dimnames = list(NULL, terms))
+  uhat <- vector("list", m)
+  nobs <- dfres <- rep(NA_real_, m)
+  for (i in which(good)) {
+    f <- fits[[i]]$fit
+    cf <- stats::coef(f)
+    v <- stats::vcov(f)
+    uhat[[i]] <- matrix(NA_real_, p, p, dimnames = list(terms, terms))
+    uhat[[i]][rownames(v), colnames(v)] <- v
+    est[i, names(cf)] <- cf
+    dv <- diag(v)
+    se[i, rownames(v)] <- ifelse(!is.na(dv) & dv >= 0, sqrt(pmax(dv, 0)), NA_real_)
+    nobs[i] <- stats::nobs(f)
+    dfres[i] <- stats::df.residual(f)
+    for (term in setdiff(terms, names(cf)[!is.na(cf)])) {
+      drop(i, term, "aliased (singular design; not estimable in this data set)")
+    }
+  }
+  valid <- is.finite(est) & is.finite(se) & se > 0
+  bad <- which(!valid & good & !is.na(est), arr.ind = TRUE)
+  for (k in seq_len(nrow(bad))) {
+    drop(bad[k, 1], terms[bad[k, 2]], "non-finite estimate or non-positive standard error")
+  }
+  med <- apply(ifelse(valid, se, NA_real_), 2, stats::median, na.rm = TRUE)
+  for (j in seq_len(p)) {
+    for (i in which(valid[, j])) {
+      ratio <- se[i, j] / med[[j]]
+      if (!is.null(se_ratio) && ratio > se_ratio) {
+        drop(i, terms[j], sprintf("standard error exploded (%.3g, %.3g x the median)", se[i, j], ratio))
+        valid[i, j] <- FALSE
+      } else if (!is.null(se_limit) && se[i, j] > se_limit) {
+        drop(i, terms[j], sprintf("standard error %.3g above se_limit", se[i, j]))
+        valid[i, j] <- FALSE
+      }
+    }
+  }
+
+  dfcom_used <- if (!is.null(dfcom)) dfcom else dfres[which(good)[1]]
+  n_syn <- if (!is.null(n_orig)) mean(nobs[good]) else NULL
+  pool_args <- list(rule = info$name, dfcom = dfcom_used, n_syn = n_syn, n_orig = n_orig,
+                    conf.level = conf.level)
+  if (all(valid)) {
+    table <- do.call(pool_table, c(list(py_nested(est), py_nested(se^2), terms = terms), pool_args))
+  } else {
+    rows <- lapply(seq_len(p), function(j) {
+      keep <- valid[, j]
+      if (sum(keep) < 2L) return(NULL)
+      do.call(pool_table, c(list(as.list(est[keep, j]), as.list(se[keep, j]^2), terms = terms[j]),
+                            pool_args))
+    })
+    template <- Find(Negate(is.null), rows)
+    if (is.null(template)) {
+      stop("no coefficient was estimable in 2 or more synthetic data sets; see the reasons:\n",
+           paste(utils::capture.output(print(dropped)), collapse = "\n"), call. = FALSE)
+    }
+    for (j in which(vapply(rows, is.null, NA))) {
+      row <- template
+      for (col in names(row)) if (is.double(row[[col]])) row[[col]] <- NA_real_
+      row$term <- terms[j]
+      row$m <- as.integer(sum(valid[, j]))
+      row$fallback <- FALSE
+      row$dfcom <- template$dfcom
+      rows[[j]] <- row
+    }
+    table <- do.call(rbind, rows)
+    rownames(table) <- NULL
+  }
+
+  notes <- unique(unlist(lapply(fits, `[[`, "notes")))
+  if (nrow(dropped)) {
+    warning(sprintf("dp_%s: %d data set(s) and %d coefficient estimate(s) were dropped before pooling ",
+                    model, sum(is.na(dropped$term)), sum(!is.na(dropped$term))),
+            "(degenerate fits); see $dropped and the printout", call. = FALSE)
+  }
+  environment(formula) <- globalenv()
+  new_pooled(table, call = call, rule = info$name, m = m, conf.level = conf.level,
+             dfcom = dfcom_used, formula = formula, model = model, family = family_spec(family),
+             nobs = nobs, n_orig = n_orig, dropped = dropped, notes = notes,
+             qhat = est, uhat = uhat,
+             method = if (inherits(data, "dpsynth_synds")) data$method,
+             ledger = if (inherits(data, "dpsynth_synds")) data$ledger)
+}
+
+# ---- methods -----------------------------------------------------------------------------
+
+summary_columns <- c("term", "estimate", "std.error", "statistic", "df", "p.value", "conf.low",
+                     "conf.high", "ubar", "b", "t", "riv", "lambda", "fmi", "rule", "m", "dfcom",
+                     "fallback")
+
+#' Pooled table of a `dpsynth_pooled` object
+#'
+#' @param object A `dpsynth_pooled` object from [dp_glm()], [dp_lm()] or
+#'   [dp_pool()].
+#' @param exponentiate If `TRUE`, `estimate`, `conf.low` and `conf.high` are
+#'   exponentiated (odds ratios for a logistic model), as in mice.
+#' @param ... Not used.
+#' @return A data.frame, one row per term, with columns `term, estimate,
+#'   std.error, statistic, df, p.value, conf.low, conf.high, ubar, b, t, riv,
+#'   lambda, fmi, rule, m` (mice's names; `lambda` and `fmi` are defined only
+#'   for rule `"mi"`, `NA` otherwise) and `dfcom, fallback` (`TRUE` where the
+#'   synthetic rule's variance was not positive and the fallback was used).
+#'   The p-values and intervals use a t reference with `df` degrees of
+#'   freedom.
+#' @export
+summary.dpsynth_pooled <- function(object, exponentiate = FALSE, ...) {
+  tab <- object$pooled
+  out <- tab[intersect(summary_columns, names(tab))]
+  extra <- setdiff(names(tab), summary_columns)
+  if (length(extra)) out <- cbind(out, tab[extra])
+  if (isTRUE(exponentiate)) {
+    for (col in c("estimate", "conf.low", "conf.high")) out[[col]] <- exp(out[[col]])
+  }
+  rownames(out) <- NULL
+  out
+}
+
+#' @export
+as.data.frame.dpsynth_pooled <- function(x, row.names = NULL, optional = FALSE, ...) {
+  summary.dpsynth_pooled(x, ...)
+}
+
+#' @export
+coef.dpsynth_pooled <- function(object, ...) stats::setNames(object$pooled$estimate, object$pooled$term)
+
+#' @export
+confint.dpsynth_pooled <- function(object, parm, level = object$conf.level, ...) {
+  if (!isTRUE(all.equal(level, object$conf.level))) {
+    stop(sprintf("the pooled intervals were computed at level %s; refit with conf.level = %s",
+                 format(object$conf.level), format(level)), call. = FALSE)
+  }
+  tab <- object$pooled
+  ci <- cbind(tab$conf.low, tab$conf.high)
+  pct <- paste(format(100 * c((1 - level) / 2, (1 + level) / 2), trim = TRUE, digits = 3), "%")
+  dimnames(ci) <- list(tab$term, pct)
+  if (!missing(parm)) ci <- ci[parm, , drop = FALSE]
+  ci
+}
+
+model_label <- function(x) {
+  if (is.null(x$formula)) return(NULL)
+  f <- paste(deparse(x$formula, width.cutoff = 500L), collapse = " ")
+  if (identical(x$model, "lm")) return(sprintf("lm(%s)", f))
+  sprintf("glm(%s, family = %s(%s))", f, x$family$family, x$family$link)
+}
+
+#' @export
+format.dpsynth_pooled <- function(x, digits = 4, ...) {
+  tab <- x$pooled
+  head <- c(sprintf("Class: dpsynth_pooled    m = %d    rule = %s", x$m, x$rule),
+            if (!is.na(x$rule_description %||% NA)) paste0("  (", x$rule_description, ")"))
+  fit <- model_label(x)
+  if (!is.null(fit)) head <- c(head, sprintf("Model: %s, fitted to each synthetic data set", fit))
+  if (!is.null(x$method)) {
+    spent <- attr(x$ledger, "total_epsilon")
+    head <- c(head, sprintf("Synthesis: %s%s", x$method,
+                            if (!is.null(spent)) sprintf(", epsilon spent = %s (dp_ledger())", format(spent)) else ""))
+  }
+  target <- switch(x$rule,
+    synthetic = "population quantities from fully synthetic data (synthesis and DP noise included)",
+    mi = "population quantities from multiply imputed data",
+    reiter2003 = "population quantities from partially synthetic data",
+    "population quantities")
+  head <- c(head, sprintf("Inference: %s; t reference with df per term, %s%% intervals", target,
+                          format(100 * x$conf.level)))
+  show <- intersect(c("term", "estimate", "std.error", "statistic", "df", "p.value", "conf.low",
+                      "conf.high", "riv", "fmi", "m"), names(tab))
+  if (x$rule != "mi") show <- setdiff(show, "fmi")
+  body <- tab[show]
+  num <- vapply(body, is.double, NA)
+  body[num] <- lapply(body[num], function(v) signif(v, digits))
+  if (any(tab$fallback %in% TRUE)) body$fallback <- ifelse(tab$fallback, "*", "")
+  lines <- c(head, "", utils::capture.output(print(body, row.names = FALSE)))
+  if (any(tab$fallback %in% TRUE)) {
+    lines <- c(lines, "* t = (1 + 1/m) b - ubar was not positive: fallback variance (Reiter 2002) used.")
+  }
+  if (x$rule != "mi") lines <- c(lines, "fmi (fraction of missing information) is defined for rule 'mi' only.")
+  small <- sum(tab$df < 1, na.rm = TRUE)
+  if (x$rule == "synthetic" && small > 0) {
+    lines <- c(lines, sprintf(paste(
+      "Note: df < 1 for %d term(s): there the between-data-set variance b barely exceeds ubar and",
+      "the intervals are very wide. A larger m helps when the generator is noise-aware ('napsu-mq':",
+      "each data set from its own posterior draw); a generator that draws all m data sets from one",
+      "fitted model gives b close to ubar whatever m, and the rule for fully synthetic data does not",
+      "apply to it. See vignette(\"dpsynthr\")."), small))
+  }
+  dropped <- x$dropped
+  if (!is.null(dropped) && nrow(dropped)) {
+    lines <- c(lines, sprintf("Dropped before pooling (%d): see $dropped", nrow(dropped)),
+               utils::capture.output(print(utils::head(dropped, 5L), row.names = FALSE)))
+  }
+  lines
+}
+
+#' @export
+print.dpsynth_pooled <- function(x, ...) {
+  writeLines(format(x, ...))
+  invisible(x)
+}
+
+#' Coefficient plot of a pooled fit
+#'
+#' Base graphics: each coefficient's pooled estimate with its confidence
+#' interval; with `compare`, the real-data estimate and interval beside it.
+#'
+#' @param x A `dpsynth_pooled` object.
+#' @param compare Optional `dpsynth_compare` object from [dp_compare()].
+#' @param intercept Include the intercept?
+#' @param main Plot title.
+#' @param ... Passed to [graphics::plot()].
+#' @return `x`, invisibly.
+#' @export
+plot.dpsynth_pooled <- function(x, compare = NULL, intercept = FALSE, main = NULL, ...) {
+  tab <- x$pooled
+  keep <- if (intercept) rep(TRUE, nrow(tab)) else tab$term != "(Intercept)"
+  tab <- tab[keep & !is.na(tab$estimate), , drop = FALSE]
+  if (!nrow(tab)) {
+    graphics::plot.new()
+    graphics::title(main = "no coefficients to plot")
+    return(invisible(x))
+  }
+  k <- nrow(tab)
+  y <- rev(seq_len(k))
+  obs <- NULL
+  if (!is.null(compare)) obs <- compare$table[match(tab$term, compare$table$term), , drop = FALSE]
+  # Axis: the estimates and the real-data intervals, and the pooled intervals unless they are far
+  # wider than the rest (tiny df can give intervals of 1e50): those are clipped, with an arrow.
+  core <- c(tab$estimate, obs$estimate.obs, obs$conf.low.obs, obs$conf.high.obs)
+  widths <- c(tab$conf.high - tab$conf.low, obs$conf.high.obs - obs$conf.low.obs)
+  widths <- widths[is.finite(widths)]
+  reach <- max(2 * diff(range(core, finite = TRUE)),
+               if (length(widths)) stats::quantile(widths, 0.25, names = FALSE), 1e-8)
+  lim <- range(core, finite = TRUE) + c(-1, 1) * reach
+  lo <- pmax(tab$conf.low, lim[1])
+  hi <- pmin(tab$conf.high, lim[2])
+  lo[is.na(lo)] <- tab$estimate[is.na(lo)]
+  hi[is.na(hi)] <- tab$estimate[is.na(hi)]
+  rng <- range(c(core, lo, hi), finite = TRUE)
+  old <- graphics::par(mar = c(4, max(4, 0.5 * max(nchar(tab$term))), 3, 1))
+  on.exit(graphics::par(old))
+  graphics::plot(tab$estimate, y, xlim = rng, ylim = c(0.5, k + if (is.null(compare)) 0.5 else 1.2),
+                 yaxt = "n", pch = 19,
+                 xlab = sprintf("estimate and %s%% interval", format(100 * x$conf.level)), ylab = "",
+                 main = main %||% sprintf("Pooled over m = %d (rule %s)", x$m, x$rule), ...)
+  graphics::segments(lo, y, hi, y, lwd = 2)
+  clipped_lo <- !is.na(tab$conf.low) & tab$conf.low < lo
+  clipped_hi <- !is.na(tab$conf.high) & tab$conf.high > hi
+  if (any(clipped_lo)) graphics::arrows(tab$estimate[clipped_lo], y[clipped_lo], lo[clipped_lo], y[clipped_lo], length = 0.08, lwd = 2)
+  if (any(clipped_hi)) graphics::arrows(tab$estimate[clipped_hi], y[clipped_hi], hi[clipped_hi], y[clipped_hi], length = 0.08, lwd = 2)
+  if (!is.null(obs)) {
+    graphics::points(obs$estimate.obs, y - 0.2, pch = 1, col = "firebrick")
+    graphics::segments(obs$conf.low.obs, y - 0.2, obs$conf.high.obs, y - 0.2, col = "firebrick")
+    graphics::legend("top", c("synthetic (pooled)", "real data"), pch = c(19, 1), horiz = TRUE,
+                     col = c("black", "firebrick"), bty = "n", cex = 0.8)
+  }
+  if (any(clipped_lo | clipped_hi)) {
+    graphics::mtext("arrows: interval continues beyond the plot", side = 3, line = 0.2, cex = 0.7)
+  }
+  graphics::abline(v = 0, lty = 3)
+  graphics::axis(2, at = y, labels = tab$term, las = 1, cex.axis = 0.8)
+  invisible(x)
+}
+
+#' Joint Wald test (D1) of several coefficients of a pooled fit
+#'
+#' The engine's `wald_test` (Li, Raghunathan & Rubin 1991 for rule `"mi"`,
+#' with the Reiter 2007 small-sample df; the analogues for the synthetic-data
+#' rules) on the per-data-set estimates and full covariance matrices kept by
+#' [dp_glm()], over the data sets where all tested terms were estimable.
+#'
+#' @param x A `dpsynth_pooled` object from [dp_glm()] or [dp_lm()].
+#' @param terms Terms to test jointly (default: all but the intercept). A
+#'   single string is also matched as a prefix of term names, so `"race"`
+#'   tests all `race` dummies.
+#' @param null Values under the null hypothesis (default 0).
+#' @return A one-row data.frame with `statistic, df1, df2, p.value, riv,
+#'   rule, m, fallback`.
+#' @examplesIf dpsynthr:::python_available()
+#' d <- data.frame(g = factor(sample(c("a", "b", "c"), 300, TRUE)), x = rnorm(300))
+#' d$y <- d$x + rnorm(300)
+#' sch <- list(g = list(type = "categorical", categories = c("a", "b", "c")),
+#'             x = list(type = "numeric", lower = -4, upper = 4, bins = 8),
+#'             y = list(type = "numeric", lower = -6, upper = 6, bins = 8))
+#' s <- dp_synthesize(d, "independent", epsilon = 2, m = 4, seed = 2, schema = sch)
+#' dp_wald(dp_lm(y ~ g + x, data = s), "g")
+#' @export
+dp_wald <- function(x, terms = NULL, null = NULL) {
+  if (!inherits(x, "dpsynth_pooled") || is.null(x$qhat)) {
+    stop("`x` must be a dpsynth_pooled object from dp_glm() or dp_lm()", call. = FALSE)
+  }
+  all_terms <- colnames(x$qhat)
+  if (is.null(terms)) terms <- setdiff(all_terms, "(Intercept)")
+  if (length(terms) == 1L && !terms %in% all_terms) {
+    terms <- all_terms[startsWith(all_terms, terms)]
+  }
+  if (!length(terms) || !all(terms %in% all_terms)) {
+    stop("`terms` must name coefficients of the model: ", paste(all_terms, collapse = ", "), call. = FALSE)
+  }
+  j <- match(terms, all_terms)
+  ok <- apply(is.finite(x$qhat[, j, drop = FALSE]), 1, all) &
+    vapply(x$uhat, function(u) !is.null(u) && all(is.finite(u[j, j])), NA)
+  if (sum(ok) < 2L) stop("fewer than 2 data sets estimate all the tested terms", call. = FALSE)
+  q <- x$qhat[ok, j, drop = FALSE]
+  u <- lapply(x$uhat[ok], function(v) v[j, j, drop = FALSE])
+  res <- py_try(dp_py()$inference$wald_test(py_nested(q), py_nested(u), rule = x$rule,
+                                            null = if (!is.null(null)) as.list(as.numeric(null)),
+                                            dfcom = py_num_or_null(x$dfcom, "dfcom"),
+                                            n_syn = if (!is.null(x$n_orig)) mean(x$nobs[ok]),
+                                            n_orig = x$n_orig,
+                                            names = as.list(terms)),
+                "dp_wald")
+  out <- py_plain(res)
+  keep <- c("statistic", "df1", "df2", "p.value", "riv", "rule", "m", "fallback")
+  df <- as.data.frame(out[intersect(keep, names(out))], stringsAsFactors = FALSE)
+  df$terms <- paste(terms, collapse = ", ")
+  nan_to_na(df)
+}
