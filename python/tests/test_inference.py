@@ -539,3 +539,13 @@ def test_d1_rejects_a_true_null_at_the_nominal_rate(rule, m):
     rate = float(np.mean(reject))
     print(f"\nD1 {rule} m={m}: rejection rate {rate:.4f} over {len(reject)}")
     assert 0.03 <= rate <= 0.07
+
+
+def test_synthetic_rule_warns_for_generators_that_are_not_noise_aware(toy):
+    import dpsynth
+    from dpsynth.inference.fit import NotNoiseAwareWarning
+
+    df, schema = toy
+    res = dpsynth.synthesize(df, schema, "independent", epsilon=1.0, m=3, seed=1)
+    with pytest.warns(NotNoiseAwareWarning, match="napsu-mq"):
+        dpsynth.fit_pooled(res, "age ~ sex", rule="synthetic")

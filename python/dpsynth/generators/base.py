@@ -31,6 +31,7 @@ class Generator:
     relation: str = "add-remove"
     needs_delta: bool = False
     needs_bounds: bool = True
+    noise_aware: bool = False  # True: each of the m datasets comes from its own posterior draw (NAPSU-MQ)
     encodes_rows: bool = True  # False: _fit gets codes=None (methods that read raw values, e.g. pmse)
 
     def __init__(self, epsilon: float, delta: float | None = None):

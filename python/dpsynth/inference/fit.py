@@ -61,6 +61,10 @@ from .rules import (NESTED_RULES, RULES, SYNTHETIC_LIKE, ScalarPool, _check_leve
 _OUTCOME_RE = re.compile(r"""^\s*(?:Q\(\s*(['"])(?P<quoted>.+)\1\s*\)|(?P<bare>[A-Za-z_][A-Za-z0-9_.]*))\s*$""")
 
 
+class NotNoiseAwareWarning(UserWarning):
+    """The synthetic datasets were not drawn from a noise-aware posterior."""
+
+
 class DegenerateFitWarning(UserWarning):
     """Some per-dataset fits or coefficients were dropped before pooling (see PooledResult.dropped)."""
 
@@ -569,6 +573,12 @@ def fit_pooled(data, formula: str, family="gaussian", rule: str = "synthetic", *
     if se_ratio is not None and not se_ratio > 1:
         raise ValueError(f"se_ratio must be > 1 (or None to disable the screen); got {se_ratio!r}")
     env = patsy.EvalEnvironment.capture(eval_env + 1)
+    gen = getattr(data, "generator", None)
+    if rule == "synthetic" and gen is not None and not getattr(gen, "noise_aware", False):
+        warnings.warn(f"the {data.m} datasets of {data.method!r} come from ONE fitted noisy model: the 'synthetic' "
+                      "rule assumes each dataset comes from its own posterior draw, so its intervals ignore "
+                      "the DP noise and b may barely exceed ū (tiny df, huge intervals). Use a noise-aware "
+                      "generator (method='napsu-mq') for valid intervals.", NotNoiseAwareWarning, stacklevel=2)
     flat, shape = _frames_of(data, rule)
     frames = [f for _, f in flat]
     outcome = outcome_column(formula, frames[0].columns)
