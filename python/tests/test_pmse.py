@@ -1,0 +1,288 @@
+"""The pMSE mechanism (generators/pmse.py) and its comparators (generators/comparators.py)."""
+import itertools
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpsynth
+from dpsynth.generators.comparators import (NoisyBayesSynth, SmoothHistogram, functional_mechanism_regression,
+                                            posterior_predictive_synth)
+from dpsynth.generators.pmse import (PMSEMechanism, Prior, SequentialModel, StumpPMSE, _Col, pmse_chains)
+from dpsynth.privacy import distance, record_noise_inputs
+
+FAST = dict(n_search=40, n_adapt=40, n_sample=20)
+
+
+def paper_data(n, rng, var=True):
+    """The paper's DGP: X1 ~ N(2, 10), X2 ~ N(−2.5 + 0.5·x1, 3), 10 and 3 read as variances (var=True)
+    or as standard deviations (var=False)."""
+    s1, s2 = (np.sqrt(10), np.sqrt(3)) if var else (10.0, 3.0)
+    x1 = rng.normal(2, s1, n)
+    return pd.DataFrame({"x1": x1, "x2": rng.normal(-2.5 + 0.5 * x1, s2)})
+
+
+UNBOUNDED = dpsynth.Schema.from_dict({"x1": {"type": "numeric"}, "x2": {"type": "numeric"}})
+
+
+def _brute_pmse(real_in, syn_in, n_o, n_s):
+    """pMSE of the two-leaf partition given membership masks of A (c = n_s/N)."""
+    N = n_o + n_s
+    o, s = real_in.sum(), syn_in.sum()
+    g = (s * s / (o + s) if o + s else 0) + ((n_s - s) ** 2 / (N - o - s) if N - o - s else 0)
+    return (g - n_s * n_s / N) / N
+
+
+# ---------------------------------------------------------------------------- the quality function
+def test_stump_quality_against_brute_force():
+    """With fewer synthetic rows than grid points every order statistic is a cut: the column
+    feature lies between the exact best threshold and the exact best interval, the quadrant and
+    subset features equal exhaustive enumeration."""
+    rng = np.random.default_rng(0)
+    n = 24
+    model = SequentialModel([_Col("x", "numeric"), _Col("y", "numeric"), _Col("g", "categorical", 3)])
+    real_num, syn_num = rng.normal(size=(n, 2)), rng.normal(0.4, 1.3, size=(n, 2))
+    real_cat, syn_cat = rng.integers(0, 3, (n, 1)), rng.integers(0, 3, (n, 1))
+    q = StumpPMSE(model, real_num, real_cat, "pairs", grid=(4096, 4096))
+    f = q.feature_pmse(syn_num.T[None, None], syn_cat.T[None, None])[0, 0]
+    x_r, x_s = real_num[:, 0], syn_num[:, 0]
+    cuts = np.sort(np.r_[x_r, x_s])
+    thr = max(_brute_pmse(x_r <= t, x_s <= t, n, n) for t in cuts)
+    itv = max(_brute_pmse((x_r > a) & (x_r <= b), (x_s > a) & (x_s <= b), n, n)
+              for a in np.r_[-np.inf, cuts] for b in cuts if b > a)
+    assert thr - 1e-12 <= f[0] <= itv + 1e-12
+    # quadrants on all synthetic order statistics of x and y, four orientations
+    sx, sy = np.sort(syn_num[:, 0]), np.sort(syn_num[:, 1])
+    best = 0.0
+    for a, b in itertools.product(sx, sy):
+        for lx, ly in itertools.product((True, False), repeat=2):
+            ri = ((real_num[:, 0] <= a) == lx) & ((real_num[:, 1] <= b) == ly)
+            si = ((syn_num[:, 0] <= a) == lx) & ((syn_num[:, 1] <= b) == ly)
+            best = max(best, _brute_pmse(ri, si, n, n))
+    quad = f[3]  # order: x, y, g, then the (x, y) quadrants
+    assert quad == pytest.approx(best, abs=1e-12)
+    # all level subsets of g
+    sub = max(_brute_pmse(np.isin(real_cat[:, 0], S), np.isin(syn_cat[:, 0], S), n, n)
+              for r in (1, 2) for S in itertools.combinations(range(3), r))
+    assert f[2] == pytest.approx(sub, abs=1e-12)
+
+
+def test_stump_sensitivity_below_one_over_2n():
+    """Replace one real row (random, extreme, or onto a synthetic value): the quality û changes by
+    less than 1/(2n) (the bound proved in the module docstring), and the bound is not vacuous."""
+    rng = np.random.default_rng(1)
+    n = 60
+    model = SequentialModel([_Col("x", "numeric"), _Col("y", "numeric"), _Col("g", "categorical", 2)])
+    worst = 0.0
+    for trial in range(150):
+        real_num = rng.normal(size=(n, 2)) * rng.uniform(0.3, 3)
+        real_cat = rng.integers(0, 2, (n, 1))
+        syn_num = rng.normal(rng.normal(0, 1), rng.uniform(0.3, 3), size=(3, 2, n))
+        syn_cat = rng.integers(0, 2, (3, 1, n))
+        u0 = StumpPMSE(model, real_num, real_cat, grid=(31, 7))(syn_num[None], syn_cat[None]).mean()
+        alt_num, alt_cat = real_num.copy(), real_cat.copy()
+        i = rng.integers(n)
+        kind = trial % 3
+        alt_num[i] = (rng.normal(size=2) * 5 if kind == 0 else
+                      np.array([1e6, -1e6]) if kind == 1 else syn_num[0, :, rng.integers(n)])
+        alt_cat[i] = 1 - alt_cat[i]
+        u1 = StumpPMSE(model, alt_num, alt_cat, grid=(31, 7))(syn_num[None], syn_cat[None]).mean()
+        worst = max(worst, abs(u1 - u0) * 2 * n)
+    assert worst < 1.0
+    assert worst > 0.05
+
+
+def test_model_simulation_recovers_parameters():
+    """g(θ) with the paper's θ (centred state) reproduces the regression it encodes."""
+    model = SequentialModel([_Col("x1", "numeric"), _Col("x2", "numeric")])
+    raw = np.array([[2.0, 0.5 * np.log(10), -2.5, 0.5, 0.5 * np.log(3)]])
+    theta = model.centred(raw)
+    assert np.allclose(model.raw(theta), raw)
+    rng = np.random.default_rng(2)
+    num, _ = model.simulate(theta, rng.standard_normal((1, 200_000, 2)), rng.random((1, 200_000, 0)))
+    x1, x2 = num[0, 0]
+    assert x1.mean() == pytest.approx(2, abs=0.03) and x1.var() == pytest.approx(10, rel=0.02)
+    slope, icpt = np.polyfit(x1, x2, 1)
+    assert slope == pytest.approx(0.5, abs=0.01) and icpt == pytest.approx(-2.5, abs=0.02)
+    nat = model.natural(theta[0])
+    assert nat["x1: var"] == pytest.approx(10) and nat["x2: sd"] == pytest.approx(np.sqrt(3))
+
+
+def test_sampler_reaches_a_known_target_from_dispersed_starts():
+    """With a quality whose exponential-mechanism density is N(5, 0.5²) × flat prior in each
+    coefficient, independent chains from prior draws end near that law (asinh Jacobian right)."""
+    model = SequentialModel([_Col("x", "numeric")])
+    prior = Prior(model, 1e5, 10.0, "var")
+    rng = np.random.default_rng(3)
+
+    def terms(state):
+        th = prior.theta(state)
+        u = 0.5 * ((th[:, 0] - 5.0) / 0.5) ** 2 + 0.5 * ((th[:, 1] - 0.7) / 0.1) ** 2
+        return prior.logpdf(state), u
+
+    def logpost(state):
+        base, u = terms(state)
+        return base - u, u
+
+    starts = prior.sample(rng, 300)
+    states, diag = pmse_chains(terms, logpost, starts, prior.proposal_scale(), 100, 200, 100, rng, search_scale=1.0)
+    th = prior.theta(states)
+    assert th[:, 0].mean() == pytest.approx(5.0, abs=0.1)
+    assert th[:, 0].std() == pytest.approx(0.5, rel=0.2)
+    assert np.all(diag["rhat"] < 1.1)
+
+
+# ---------------------------------------------------------------------------- the generator
+def test_ledger_releases_and_unbounded_schema():
+    rng = np.random.default_rng(4)
+    df = paper_data(300, rng)
+    before = df.copy()
+    res = dpsynth.synthesize(df, UNBOUNDED, method="pmse", epsilon=1, m=10, seed=5, **FAST)
+    pd.testing.assert_frame_equal(df, before)
+    assert res.m == 10 and all(d.shape == (300, 2) and list(d.columns) == ["x1", "x2"] for d in res.datasets)
+    assert all(np.isfinite(d.to_numpy()).all() for d in res.datasets)
+    led = res.ledger.to_frame()
+    assert len(led) == 10 and res.ledger.total_epsilon() == pytest.approx(1.0)
+    assert np.allclose(led["epsilon"], 0.1)
+    assert (led["relation"] == "replace-one").all() and (led["norm"] == "Linf").all()
+    assert np.allclose(led["sensitivity"], 1 / 600)  # Δu = 1/(2n)
+    params = res.generator.parameters()
+    assert len(params) == 10 and {"x1: var", "x1: sd", "x2: x1"} <= set(params.columns)
+    again = dpsynth.synthesize(df, UNBOUNDED, method="pmse", epsilon=1, m=2, seed=5, **FAST)
+    pd.testing.assert_frame_equal(res.datasets[1], again.datasets[1])
+
+
+def test_paper_tree_is_flagged_heuristic_and_uses_one_over_n():
+    rng = np.random.default_rng(6)
+    df = paper_data(150, rng)
+    gen = PMSEMechanism(1.0, tree="paper", n_releases=2, n_search=10, n_adapt=6, n_sample=4).fit(df, UNBOUNDED, seed=1)
+    assert gen.ledger.to_frame()["sensitivity"].iloc[0] == pytest.approx(1 / 150)
+    assert gen.ledger.total_epsilon() == float("inf")  # flagged: not a guarantee
+    assert "HEURISTIC" in gen.ledger.to_frame()["note"].iloc[0]
+
+
+def test_neighbour_greybox_replace_one():
+    """Same seed on D and D' (one row replaced): same steps, recorded û within Δu."""
+    rng = np.random.default_rng(7)
+    df = paper_data(200, rng)
+    d2 = df.copy()
+    d2.iloc[3] = [40.0, -30.0]
+    recs = []
+    for data in (df, d2):
+        with record_noise_inputs() as rec:
+            PMSEMechanism(1.0, n_releases=3, **FAST).fit(data, UNBOUNDED, seed=11)
+        recs.append(rec)
+    assert recs[0].steps() == recs[1].steps() and len(recs[0].calls) == 3
+    for c1, c2 in zip(recs[0].calls, recs[1].calls):
+        assert c1.norm == "Linf" and c1.sensitivity == pytest.approx(1 / 400)
+        assert distance(c1.value, c2.value, c1.norm) <= c1.sensitivity
+
+
+def test_bad_input_and_reuse_warning():
+    rng = np.random.default_rng(8)
+    df = paper_data(100, rng)
+    with pytest.raises(ValueError, match="complete rows"):
+        PMSEMechanism(1.0, **FAST).fit(df.assign(x1=df.x1.where(df.index != 3)), UNBOUNDED)
+    for bad in ({"tree": "greedy"}, {"features": "all"}, {"n_releases": 0}, {"prior_var": -1}, {"delta_u": "x"},
+                {"model": "gan"}, {"prior_on": "log"}):
+        with pytest.raises(ValueError):
+            PMSEMechanism(1.0, **bad)
+    gen = PMSEMechanism(1.0, n_releases=2, **FAST).fit(df, UNBOUNDED, seed=1)
+    with pytest.warns(UserWarning, match="re-use"):
+        res = gen.sample(m=3, seed=1)
+    assert res.m == 3
+
+
+def test_categorical_columns_multinomial_logit():
+    rng = np.random.default_rng(9)
+    n = 300
+    g = rng.choice(["a", "b"], n, p=[0.7, 0.3])
+    df = pd.DataFrame({"g": pd.Categorical(g, categories=["a", "b"]), "x": rng.normal(0, 1, n) + 2 * (g == "b")})
+    schema = dpsynth.Schema.from_dict({"g": {"type": "categorical", "categories": ["a", "b"]},
+                                       "x": {"type": "numeric", "lower": -10, "upper": 10, "integer": True}})
+    res = PMSEMechanism(5.0, n_releases=2, **FAST).fit(df, schema, seed=3).sample(m=2, seed=4)
+    d = res.datasets[0]
+    assert isinstance(d["g"].dtype, pd.CategoricalDtype) and set(d["g"].dropna()) <= {"a", "b"}
+    assert d["x"].between(-10, 10).all() and (d["x"] == np.round(d["x"])).all()
+
+
+@pytest.mark.slow
+def test_paper_headline_n5000_eps1():
+    """n = 5000, ε = 1, 10 releases: mean pMSE (rpart-like CART, synthpop's cp = 1e-3, minbucket 5) of
+    the released datasets within 4× that of data from the true model; fit + 10 datasets ≤ 60 s."""
+    from dpsynth.metrics import pmse
+
+    rng = np.random.default_rng(10)
+    df = paper_data(5000, rng)
+    t0 = time.perf_counter()
+    res = dpsynth.synthesize(df, UNBOUNDED, method="pmse", epsilon=1, m=10, seed=1)
+    elapsed = time.perf_counter() - t0
+    ev = [pmse(df, d, method="cart", cp=1e-3, minbucket=5, nperm=1).pmse for d in res.datasets]
+    ref = [pmse(df, paper_data(5000, rng), method="cart", cp=1e-3, minbucket=5, nperm=1).pmse for _ in range(10)]
+    assert np.mean(ev) < 4 * np.mean(ref)
+    assert elapsed < 60
+    assert res.ledger.total_epsilon() <= 1 + 1e-9
+
+
+# ---------------------------------------------------------------------------- comparators
+def _bounded_schema(k=4.0):
+    sd1, sd2 = np.sqrt(10), np.sqrt(5.5)
+    return dpsynth.Schema.from_dict({"x1": {"type": "numeric", "lower": 2 - k * sd1, "upper": 2 + k * sd1},
+                                     "x2": {"type": "numeric", "lower": -1.5 - k * sd2, "upper": -1.5 + k * sd2}})
+
+
+def test_noisy_bayes_ledger_neighbour_and_accuracy():
+    rng = np.random.default_rng(11)
+    df = paper_data(2000, rng)
+    schema = _bounded_schema()
+    d2 = df.copy()
+    d2.iloc[0] = [100.0, -100.0]  # clipped to the bounds
+    recs = []
+    for data in (df, d2):
+        with record_noise_inputs() as rec:
+            gen = NoisyBayesSynth(2.0, n_releases=4).fit(data, schema, seed=3)
+        recs.append(rec)
+    assert gen.ledger.total_epsilon() == pytest.approx(2.0) and len(gen.ledger.spends) == 4
+    for c1, c2 in zip(recs[0].calls, recs[1].calls):
+        assert distance(c1.value, c2.value, c1.norm) <= c1.sensitivity + 1e-9
+    big = NoisyBayesSynth(1e4, n_releases=1).fit(df, schema, seed=1).sample(m=1, seed=2).datasets[0]
+    assert np.polyfit(big.x1, big.x2, 1)[0] == pytest.approx(0.5, abs=0.05)
+    with pytest.raises(ValueError, match="bounds"):
+        NoisyBayesSynth(1.0).fit(df, UNBOUNDED)
+
+
+def test_smooth_histogram_lambda_and_release():
+    rng = np.random.default_rng(12)
+    df = paper_data(1000, rng)
+    gen = SmoothHistogram(1.0, bins=5).fit(df, _bounded_schema(), seed=1)
+    K, n = 25, 1000
+    assert gen.lambda_ == pytest.approx(K / (K + n * np.expm1(1.0 / n)))
+    # the worst-case probability ratio of the k released points is e^ε
+    ratio = 1 + (1 - gen.lambda_) * K / (n * gen.lambda_)
+    assert n * np.log(ratio) == pytest.approx(1.0, rel=1e-6)
+    res = gen.sample(seed=2)
+    assert res.datasets[0].shape == (1000, 2) and res.ledger.total_epsilon() == pytest.approx(1.0)
+    few = SmoothHistogram(1.0, bins=5, k=50).fit(df, _bounded_schema(), seed=1)
+    assert few.lambda_ < gen.lambda_ and few.sample(n=200, seed=1).datasets[0].shape == (200, 2)
+
+
+def test_functional_mechanism():
+    rng = np.random.default_rng(13)
+    df = paper_data(5000, rng)
+    xb, yb = [(2 - 4 * np.sqrt(10), 2 + 4 * np.sqrt(10))], (-1.5 - 4 * np.sqrt(5.5), -1.5 + 4 * np.sqrt(5.5))
+    coef, led = functional_mechanism_regression(df.x1, df.x2, epsilon=1e4, x_bounds=xb, y_bounds=yb, seed=1)
+    ols = np.polyfit(df.x1, df.x2, 1)[::-1]
+    assert coef == pytest.approx(ols, abs=0.02)
+    assert led.to_frame()["sensitivity"].iloc[0] == 16  # 2(d'² + 2d'), d' = 2
+    noisy, _ = functional_mechanism_regression(df.x1, df.x2, epsilon=0.1, x_bounds=xb, y_bounds=yb, seed=2)
+    assert np.all(np.isfinite(noisy))
+    with pytest.raises(ValueError):
+        functional_mechanism_regression(df.x1, df.x2, epsilon=1, x_bounds=[(1, 0)], y_bounds=yb)
+
+
+def test_nonprivate_baseline_is_close_to_truth():
+    rng = np.random.default_rng(14)
+    df = paper_data(5000, rng)
+    synth = posterior_predictive_synth(df, ["x1", "x2"], m=2, rng=rng)
+    assert np.polyfit(synth[0].x1, synth[0].x2, 1)[0] == pytest.approx(0.5, abs=0.05)
