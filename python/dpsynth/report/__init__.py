@@ -158,13 +158,22 @@ def _ledger_section(result) -> str:
 
 
 # ------------------------------------------------------------------------------------------ reports
-def analyst_report(result, formula: str, family: str = "gaussian", rule: str = "synthetic",
-                   path: str | Path = "report.html", title: str | None = None) -> Path:
-    """Write the releasable analyst report; returns its path. Uses only ``result`` (synthetic data,
-    ledger, generator settings)."""
+def _pooled(result, formula, family, rule, transform):
     from ..inference import fit_pooled
+    from ..result import SynthResult
 
-    pooled = fit_pooled(result, formula, family=family, rule=rule)
+    if transform is not None:  # analysis columns derived from the released data (post-processing)
+        result = SynthResult([transform(f) for f in result.datasets], result.ledger, result.method,
+                             result.schema, result.generator)
+    return fit_pooled(result, formula, family=family, rule=rule)
+
+
+def analyst_report(result, formula: str, family: str = "gaussian", rule: str = "synthetic",
+                   path: str | Path = "report.html", title: str | None = None, transform=None) -> Path:
+    """Write the releasable analyst report; returns its path. Uses only ``result`` (synthetic data,
+    ledger, generator settings). ``transform`` (optional) derives the model's columns from each
+    dataset before fitting (e.g. a numeric age from age buckets)."""
+    pooled = _pooled(result, formula, family, rule, transform)
     table = pooled.to_frame()
     shown = [c for c in ("term", "estimate", "std.error", "df", "conf.low", "conf.high", "fmi", "p.value")
              if c in table]
@@ -236,9 +245,10 @@ def marginal_plots(real: pd.DataFrame, synth: pd.DataFrame, schema, columns=None
 
 def holder_report(real: pd.DataFrame, result, schema, formula: str | None = None, family: str = "gaussian",
                   rule: str = "synthetic", path: str | Path = "holder-report.html", target: str | None = None,
-                  positive=None) -> Path:
-    """Write the data holder's private report (NOT for release); returns its path."""
-    from ..inference import compare_fit, fit_pooled
+                  positive=None, transform=None) -> Path:
+    """Write the data holder's private report (NOT for release); returns its path. ``transform`` as in
+    :func:`analyst_report`, applied to the real data too before the real fit."""
+    from ..inference import compare_fit
 
     sections = [("Privacy ledger", _ledger_section(result))]
     from ..metrics import f1_average, pmse, tvd
@@ -257,8 +267,8 @@ def holder_report(real: pd.DataFrame, result, schema, formula: str | None = None
         util.append((f"classifier F1, train synthetic / test real (target {target})", f1.f1))
     sections.append(("Utility against the real data", _table(pd.DataFrame(util, columns=["metric", "value"]))))
     if formula:
-        pooled = fit_pooled(result, formula, family=family, rule=rule)
-        cmp = compare_fit(pooled, real)
+        pooled = _pooled(result, formula, family, rule, transform)
+        cmp = compare_fit(pooled, real if transform is None else transform(real))
         frame = cmp.to_frame()
         sections.append(("Real fit beside the pooled fit",
                          f"<p>Mean |standardised difference| {cmp.mean_abs_std_diff:.3f} real-data SEs; mean "
