@@ -108,6 +108,21 @@ def laplace_counts(counts, *, epsilon: float, sensitivity: float, ledger: Privac
     return counts.astype(np.int64) + source.discrete_laplace(sensitivity / epsilon, counts.shape)
 
 
+def _charge_gaussian(mechanism, value, sensitivity, ledger, step, relation, rho, epsilon, delta, note):
+    """σ of a Gaussian mechanism given ρ (σ = Δ₂/√(2ρ)) or (ε, δ) (analytic calibration); charges the
+    ledger and reports the value to the recorder. Returns (σ, checked sensitivity)."""
+    sensitivity = _check_sensitivity(sensitivity)
+    if rho is not None:
+        sigma = zcdp_gaussian_sigma(rho, sensitivity)
+        ledger.spend(step, mechanism, rho=rho, sensitivity=sensitivity, relation=relation, norm="L2", note=note)
+    else:
+        sigma = gaussian_sigma(epsilon, delta, sensitivity)
+        ledger.spend(step, mechanism, epsilon=epsilon, delta=delta, sensitivity=sensitivity, relation=relation,
+                     norm="L2", note=note)
+    _observe(step, mechanism, value, sensitivity, "L2")
+    return sigma, sensitivity
+
+
 def gaussian_counts(counts, *, sensitivity: float, ledger: PrivacyLedger, source: NoiseSource, step: str,
                     relation: str, rho: float | None = None, epsilon: float | None = None,
                     delta: float | None = None, note: str = "") -> tuple[np.ndarray, float]:
@@ -116,16 +131,8 @@ def gaussian_counts(counts, *, sensitivity: float, ledger: PrivacyLedger, source
     counts = np.asarray(counts)
     if not np.issubdtype(counts.dtype, np.integer):
         raise TypeError("gaussian_counts needs integer counts; use gaussian_values for real values")
-    sensitivity = _check_sensitivity(sensitivity)
-    if rho is not None:
-        sigma = zcdp_gaussian_sigma(rho, sensitivity)
-        ledger.spend(step, "discrete Gaussian", rho=rho, sensitivity=sensitivity, relation=relation, norm="L2",
-                     note=note)
-    else:
-        sigma = gaussian_sigma(epsilon, delta, sensitivity)
-        ledger.spend(step, "discrete Gaussian", epsilon=epsilon, delta=delta, sensitivity=sensitivity,
-                     relation=relation, norm="L2", note=note)
-    _observe(step, "discrete Gaussian", counts, sensitivity, "L2")
+    sigma, sensitivity = _charge_gaussian("discrete Gaussian", counts, sensitivity, ledger, step, relation, rho,
+                                          epsilon, delta, note)
     return counts.astype(np.int64) + source.discrete_gaussian(sigma, counts.shape), sigma
 
 
@@ -151,16 +158,8 @@ def gaussian_values(values, *, sensitivity: float, ledger: PrivacyLedger, source
                     relation: str, rho: float | None = None, epsilon: float | None = None,
                     delta: float | None = None, note: str = ""):
     """values + N(0, σ²) float noise; returns (noisy, σ). ``rho`` or (``epsilon``, ``delta``)."""
-    sensitivity = _check_sensitivity(sensitivity)
-    if rho is not None:
-        sigma = zcdp_gaussian_sigma(rho, sensitivity)
-        ledger.spend(step, "Gaussian (float)", rho=rho, sensitivity=sensitivity, relation=relation, norm="L2",
-                     note=note)
-    else:
-        sigma = gaussian_sigma(epsilon, delta, sensitivity)
-        ledger.spend(step, "Gaussian (float)", epsilon=epsilon, delta=delta, sensitivity=sensitivity,
-                     relation=relation, norm="L2", note=note)
-    _observe(step, "Gaussian (float)", values, sensitivity, "L2")
+    sigma, sensitivity = _charge_gaussian("Gaussian (float)", values, sensitivity, ledger, step, relation, rho,
+                                          epsilon, delta, note)
     if hasattr(values, "detach"):
         import torch
 
