@@ -1,0 +1,204 @@
+"""The maximum-entropy exponential family of a set of marginal queries (NAPSU-MQ's model).
+
+Given cliques C_1..C_K on a discrete :class:`Domain`, the distribution with maximal entropy that
+matches expected full marginals on the cliques is the log-linear model (Räisä et al. 2023, eq. 4)
+
+    p(x | θ) = exp(θᵀ a(x) − A(θ)),   A(θ) = log Σ_x exp(θᵀ a(x)),
+
+a Markov network whose factors are the cliques. The full set of cell indicators of the K marginals
+is linearly dependent (each table sums to one, tables share lower-order margins), so θ would not be
+identifiable. :func:`canonical_cells` keeps the *canonical* statistics (Räisä et al. 2023, Supp. C;
+Abbeel et al. 2006): reference level 0 for every variable; for every non-empty subset S of a clique
+and every assignment v of S with all v_i ≥ 1, the indicator [x_S = v] — re-expressed as the cells of
+the first clique containing S that agree with v on S (one statistic per cell, duplicates skipped).
+Every statistic is then one cell of one clique, and D = Σ_S ∏_{i∈S}(k_i − 1) over the distinct
+subsets S (one clique: all cells but the all-zero cell).
+
+A(θ), the table marginals μ and the second moments E[a aᵀ] of any measured tables come from one
+batched pass of junction-tree message passing (:class:`JunctionTree`): the second moments by
+*clamping*: E[a_i a_j] = P(cell i) · P(cell j | cell i), all cells i at once as a batch of evidence.
+
+Example
+-------
+>>> import torch
+>>> dom = Domain(["x1", "x2", "y"], [2, 2, 2])
+>>> model = MaxEntModel(dom, [("x1", "x2", "y")])
+>>> model.D
+7
+>>> theta = torch.zeros(7, dtype=torch.float64)
+>>> round(float(model.log_partition(theta)), 6) == round(float(torch.log(torch.tensor(8.0))), 6)
+True
+"""
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Hashable, Sequence
+
+import numpy as np
+import torch
+
+from .domain import Domain
+from .factor import DTYPE, Factor
+from .junction_tree import JunctionTree
+
+#: log-weight that clamps a configuration away (exp(−1e4) = 0 in float64, yet finite, so that
+#: log-sum-exp gradients stay finite where a whole slice is clamped away)
+CLAMP = -1.0e4
+
+
+def maximal_cliques(cliques: Sequence[Sequence[Hashable]]) -> list[tuple]:
+    """The sets in ``cliques`` not contained in another one (first occurrence, order kept)."""
+    sets = [tuple(c) for c in cliques]
+    out = []
+    for i, c in enumerate(sets):
+        if any(set(c) < set(o) or (set(c) == set(o) and j < i) for j, o in enumerate(sets)):
+            continue
+        out.append(c)
+    return out
+
+
+def canonical_cells(domain: Domain, cliques: Sequence[Sequence[Hashable]]) -> list[np.ndarray]:
+    """For each clique, the flat indices (C order over the clique's attributes) of its canonical
+    cells: cells whose non-zero coordinates contain a subset S that this clique is the first to
+    contain (see module docstring)."""
+    cliques = [tuple(c) for c in cliques]
+    owner = {}
+    for k, c in enumerate(cliques):
+        for r in range(1, len(c) + 1):
+            for s in combinations(c, r):
+                owner.setdefault(frozenset(s), k)
+    out = []
+    for k, c in enumerate(cliques):
+        shape = domain.project(c).shape
+        nonzero = np.indices(shape).reshape(len(c), -1) != 0
+        keep = np.zeros(nonzero.shape[1], dtype=bool)
+        for s, j in owner.items():
+            if j == k:
+                keep |= nonzero[[c.index(a) for a in s]].all(axis=0)
+        out.append(np.flatnonzero(keep))
+    return out
+
+
+class MaxEntModel:
+    """Max-ent log-linear model on ``cliques`` with canonical parameters θ ∈ R^D; ``tables`` are the
+    marginal tables whose moments are needed (default: the cliques); each must lie inside a clique.
+
+    Attributes: ``cliques`` (maximal query sets), ``canonical`` (per clique, flat canonical cells),
+    ``D``, ``tables``, ``table_sizes``, ``P`` (total cells over ``tables``), ``jt``.
+    """
+
+    def __init__(self, domain: Domain, cliques: Sequence[Sequence[Hashable]],
+                 tables: Sequence[Sequence[Hashable]] | None = None):
+        self.domain = domain
+        self.cliques = maximal_cliques(cliques)
+        if not self.cliques:
+            raise ValueError("a max-ent model needs at least one clique")
+        covered = set().union(*map(set, self.cliques))
+        uncovered = [a for a in domain.attrs if a not in covered]
+        if uncovered:
+            raise ValueError(f"attributes {uncovered} are in no query; add a 1-way query for each "
+                             "(e.g. ('col',)) or drop them from the data")
+        self.canonical = canonical_cells(domain, self.cliques)
+        self.D = int(sum(len(c) for c in self.canonical))
+        self.tables = [tuple(t) for t in (tables if tables is not None else self.cliques)]
+        for t in self.tables:
+            if not any(set(t) <= set(c) for c in self.cliques):
+                raise ValueError(f"table {t} is not inside a query clique")
+        self.table_sizes = [domain.project(t).size() for t in self.tables]
+        self.P = int(sum(self.table_sizes))
+        self.jt = JunctionTree(domain, self.cliques + self.tables)
+        # θ → clique log-potentials: gather from [θ, 0] (non-canonical cells read the 0)
+        self._gather = []
+        start = 0
+        for c, cells in zip(self.cliques, self.canonical):
+            idx = np.full(domain.project(c).size(), self.D, dtype=np.int64)
+            idx[cells] = np.arange(start, start + len(cells))
+            start += len(cells)
+            self._gather.append(torch.as_tensor(idx))
+        self._evidence = None
+        # position of each canonical statistic among the concatenated table cells (the clique's
+        # own table), so that Cov(a_cells, a_canonical) is a column selection of the table moments
+        offsets = np.cumsum([0] + self.table_sizes)
+        where = {t: offsets[k] for k, t in enumerate(self.tables)}
+        self.canonical_index = None
+        if all(c in where for c in self.cliques):
+            self.canonical_index = torch.as_tensor(np.concatenate(
+                [where[c] + cells for c, cells in zip(self.cliques, self.canonical)]))
+
+    # ------------------------------------------------------------------ parameters → factors
+    def potentials(self, theta: torch.Tensor, extra_batch: int = 0) -> list[Factor]:
+        """Clique log-potentials ψ_k(x_{C_k}) = θ at the canonical cells, 0 elsewhere; ``theta`` has
+        shape (*batch, D); ``extra_batch`` trailing singleton batch axes are appended."""
+        theta = torch.as_tensor(theta, dtype=DTYPE)
+        if theta.shape[-1] != self.D:
+            raise ValueError(f"theta must have last dimension D = {self.D}, got shape {tuple(theta.shape)}")
+        batch = tuple(theta.shape[:-1])
+        padded = torch.cat([theta, theta.new_zeros(batch + (1,))], dim=-1)
+        out = []
+        for c, idx in zip(self.cliques, self._gather):
+            dom = self.domain.project(c)
+            out.append(Factor(dom, padded[..., idx].reshape(batch + (1,) * extra_batch + dom.shape)))
+        return out
+
+    def _factors(self, theta, evidence=None, extra_batch=0):
+        f = self.potentials(theta, extra_batch)
+        if evidence is None:
+            evidence = [Factor.zeros(self.domain.project(t)) for t in self.tables]
+        return f + list(evidence)
+
+    # ------------------------------------------------------------------ quantities
+    def log_partition(self, theta: torch.Tensor) -> torch.Tensor:
+        """A(θ) (batch shape of ``theta`` minus its last axis)."""
+        return self.jt.log_partition(self._factors(theta))
+
+    def table_marginals(self, theta: torch.Tensor) -> torch.Tensor:
+        """μ: the probabilities of every cell of every table, concatenated (…, P)."""
+        beliefs, _ = self.jt.calibrate(self._factors(theta))
+        return self._stack(beliefs)
+
+    def _stack(self, beliefs):
+        parts = []
+        for t in self.tables:
+            m = self.jt.marginal(beliefs, t)
+            parts.append(m.values.exp().reshape(m.batch_shape + (-1,)))
+        return torch.cat(parts, dim=-1)
+
+    def clamp_evidence(self) -> list[Factor]:
+        """Evidence factors with batch (P + 1,): row 0 free, row 1 + i keeps only cell i."""
+        if self._evidence is None:
+            ev, start = [], 1
+            for t, k in zip(self.tables, self.table_sizes):
+                dom = self.domain.project(t)
+                v = torch.zeros((self.P + 1, k), dtype=DTYPE)
+                v[start:start + k] = CLAMP
+                v[start:start + k].fill_diagonal_(0.0)
+                start += k
+                ev.append(Factor(dom, v.reshape((self.P + 1,) + dom.shape)))
+            self._evidence = ev
+        return self._evidence
+
+    def moments(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(μ, M): cell probabilities (…, P) and second moments M_ij = E[a_i a_j] = P(cell i and
+        cell j) (…, P, P) of the measured tables' cell indicators, by clamping every cell in one
+        batched calibration. Cov = M − μμᵀ. Differentiable in θ."""
+        beliefs, log_z = self.jt.calibrate(self._factors(theta, self.clamp_evidence(), extra_batch=1))
+        cond = self._stack(beliefs)                       # (…, P+1, P): row 1+i = P(· | cell i)
+        mu = cond[..., 0, :]
+        p_i = torch.exp(log_z[..., 1:] - log_z[..., :1])  # = μ_i, as a normaliser ratio
+        m = p_i.unsqueeze(-1) * cond[..., 1:, :]
+        return mu, 0.5 * (m + m.transpose(-1, -2))
+
+    def sample(self, theta: torch.Tensor, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Codes (m, n, d) in domain order: n rows from each of the m parameter vectors in
+        ``theta`` (m, D), one pass of forward sampling through the junction tree."""
+        theta = torch.as_tensor(theta, dtype=DTYPE)
+        squeeze = theta.dim() == 1
+        theta = theta.reshape(-1, self.D)
+        with torch.no_grad():
+            beliefs, _ = self.jt.calibrate(self._factors(theta))
+            beliefs = [Factor(b.domain, b.values.expand((theta.shape[0],) + b.domain.shape)) for b in beliefs]
+        codes = self.jt.sample(beliefs, n, rng)
+        return codes[0] if squeeze else codes
+
+    def __repr__(self) -> str:
+        return f"MaxEntModel({len(self.cliques)} cliques, D = {self.D}, {len(self.tables)} tables, {self.jt})"

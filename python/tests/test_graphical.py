@@ -1,0 +1,216 @@
+"""Graphical models: junction tree, max-ent family, canonical queries, posterior tools — checked
+against brute-force enumeration on tiny domains."""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from dpsynth.graphical import Domain, Factor, JunctionTree, MaxEntModel, canonical_cells, maximal_cliques
+from dpsynth.graphical.posterior import elliptical_slice, ess_bulk, hmc, laplace_approximation, split_rhat
+
+STRUCTURES = {
+    "chain": (["a", "b", "c", "d"], [2, 3, 2, 4], [("a", "b"), ("b", "c"), ("c", "d")]),
+    "cycle": (["a", "b", "c", "d"], [2, 3, 2, 3], [("a", "b"), ("b", "c"), ("c", "d"), ("d", "a")]),
+    "triangle+3way": (["a", "b", "c", "d", "e"], [2, 3, 2, 2, 3],
+                      [("a", "b"), ("b", "c"), ("a", "c"), ("c", "d", "e")]),
+    "disconnected": (["a", "b", "c"], [3, 2, 2], [("a", "b"), ("c",)]),
+}
+
+
+def brute_force(model, theta):
+    """Joint over the whole domain, the canonical statistics matrix and the table indicators."""
+    dom = model.domain
+    grid = np.array(list(itertools.product(*[range(s) for s in dom.shape])))
+    stats = []
+    for c, cells in zip(model.cliques, model.canonical):
+        idx = np.ravel_multi_index(tuple(grid[:, dom.attrs.index(a)] for a in c), dom.project(c).shape)
+        stats.append(idx[:, None] == cells[None, :])
+    a = np.concatenate(stats, axis=1).astype(float)
+    logits = a @ np.asarray(theta)
+    log_z = np.log(np.exp(logits - logits.max()).sum()) + logits.max()
+    p = np.exp(logits - log_z)
+    ind = []
+    for t in model.tables:
+        idx = np.ravel_multi_index(tuple(grid[:, dom.attrs.index(x)] for x in t), dom.project(t).shape)
+        ind.append(idx[:, None] == np.arange(dom.project(t).size())[None, :])
+    ind = np.concatenate(ind, axis=1).astype(float)
+    return grid, a, p, log_z, ind
+
+
+@pytest.mark.parametrize("name", list(STRUCTURES))
+def test_log_partition_marginals_moments_match_enumeration(name):
+    attrs, sizes, cliques = STRUCTURES[name]
+    dom = Domain(attrs, sizes)
+    tables = cliques + [(a,) for a in attrs]
+    model = MaxEntModel(dom, cliques, tables)
+    theta = torch.as_tensor(np.random.default_rng(1).normal(0, 1.5, model.D))
+    _, a, p, log_z, ind = brute_force(model, theta.numpy())
+    assert float(model.log_partition(theta)) == pytest.approx(log_z, abs=1e-10)
+    mu, second = model.moments(theta)
+    np.testing.assert_allclose(mu.numpy(), p @ ind, atol=1e-12)
+    np.testing.assert_allclose(model.table_marginals(theta).numpy(), p @ ind, atol=1e-12)
+    np.testing.assert_allclose(second.numpy(), (ind * p[:, None]).T @ ind, atol=1e-12)
+    # ∇A = E[a] and ∇²A = Cov[a] by autograd through the message passing
+    th = theta.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(model.log_partition(th), th)
+    np.testing.assert_allclose(g.numpy(), p @ a, atol=1e-12)
+    hess = torch.autograd.functional.hessian(model.log_partition, theta)
+    cov = (a * p[:, None]).T @ a - np.outer(p @ a, p @ a)
+    np.testing.assert_allclose(hess.numpy(), cov, atol=1e-10)
+
+
+def test_batched_parameters_match_one_at_a_time():
+    attrs, sizes, cliques = STRUCTURES["cycle"]
+    model = MaxEntModel(Domain(attrs, sizes), cliques)
+    thetas = torch.as_tensor(np.random.default_rng(2).normal(size=(3, model.D)))
+    mu, second = model.moments(thetas)
+    assert mu.shape == (3, model.P) and second.shape == (3, model.P, model.P)
+    for k in range(3):
+        m1, s1 = model.moments(thetas[k])
+        torch.testing.assert_close(mu[k], m1)
+        torch.testing.assert_close(second[k], s1)
+        torch.testing.assert_close(model.log_partition(thetas)[k], model.log_partition(thetas[k]))
+
+
+def test_junction_tree_running_intersection_and_width():
+    attrs, sizes, cliques = STRUCTURES["cycle"]
+    jt = JunctionTree(Domain(attrs, sizes), cliques)
+    assert jt.width == 3  # a 4-cycle triangulates into two triangles
+    for v in attrs:  # the cliques holding v form a connected subtree
+        holding = {i for i, c in enumerate(jt.cliques) if v in c}
+        tops = [i for i in holding if jt.parent[i] not in holding]
+        assert len(tops) == 1, v
+    for i, s in enumerate(jt.separators):
+        if jt.parent[i] >= 0:
+            assert set(s) == set(jt.cliques[i]) & set(jt.cliques[jt.parent[i]])
+    for scope, k in zip(jt.scopes, jt.assignment):
+        assert set(scope) <= set(jt.cliques[k])
+
+
+def test_canonical_queries_rank_and_counts():
+    # toy: one binary 3-way marginal → all cells but the all-zero one (paper: D = 7)
+    dom = Domain(["x1", "x2", "y"], [2, 2, 2])
+    assert MaxEntModel(dom, [("x1", "x2", "y")]).D == 7
+    # paper's Adult cliques (Supp. E): D = 130 from 159 cells
+    names = ["age", "workclass", "education", "marital-status", "race", "sex", "capital-gain", "capital-loss",
+             "hours-per-week", "income"]
+    adult = Domain(names, [5, 8, 16, 7, 5, 2, 2, 2, 5, 2])
+    cl = [("age", "income"), ("age", "marital-status"), ("age", "workclass"), ("education", "income"),
+          ("race", "income"), ("race", "sex"), ("sex", "income"), ("capital-gain", "income"),
+          ("capital-loss", "income"), ("hours-per-week", "income")]
+    model = MaxEntModel(adult, cl)
+    assert model.D == 130 and model.P == 159
+    # D = Σ over distinct subsets S of ∏(k−1), and the statistics plus a constant have full rank
+    for name, (attrs, sizes, cliques) in STRUCTURES.items():
+        dom = Domain(attrs, sizes)
+        m = MaxEntModel(dom, cliques)
+        subsets = {frozenset(s) for c in m.cliques for r in range(1, len(c) + 1) for s in itertools.combinations(c, r)}
+        assert m.D == sum(np.prod([dom.size(a) - 1 for a in s]) for s in subsets), name
+        _, a, _, _, ind = brute_force(m, np.zeros(m.D))
+        assert np.linalg.matrix_rank(np.c_[a, np.ones(len(a))]) == m.D + 1, name
+        # ... and they span the same space as all the full-marginal indicators
+        assert np.linalg.matrix_rank(np.c_[a, np.ones(len(a)), ind]) == m.D + 1, name
+
+
+def test_canonical_cells_and_maximal_cliques_helpers():
+    dom = Domain(["a", "b"], [3, 2])
+    (cells,) = canonical_cells(dom, [("a", "b")])
+    assert cells.tolist() == [1, 2, 3, 4, 5]  # all but (0, 0)
+    assert maximal_cliques([("a",), ("a", "b"), ("b", "a"), ("c",)]) == [("a", "b"), ("c",)]
+    with pytest.raises(ValueError, match="no query"):
+        MaxEntModel(Domain(["a", "b"], [2, 2]), [("a",)])
+
+
+def test_factor_algebra():
+    f = Factor(Domain(["a", "b"], [2, 3]), torch.log(torch.arange(1.0, 7.0, dtype=torch.float64)).reshape(2, 3))
+    g = Factor(Domain(["b"], [3]), torch.log(torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)))
+    h = f + g
+    assert h.domain.attrs == ("a", "b")
+    np.testing.assert_allclose(h.values.exp().numpy(), np.arange(1, 7).reshape(2, 3) * [1, 2, 3])
+    np.testing.assert_allclose(f.project(["b", "a"]).values.exp().numpy(), np.arange(1, 7).reshape(2, 3).T)
+    assert float((f - f).logsumexp()) == pytest.approx(np.log(6))
+    batched = Factor(Domain(["b"], [3]), torch.zeros(4, 3, dtype=torch.float64))
+    assert (f + batched).values.shape == (4, 2, 3)
+    with pytest.raises(ValueError):
+        Factor(Domain(["a"], [2]), torch.zeros(3))
+
+
+@pytest.mark.parametrize("name", ["chain", "triangle+3way", "disconnected"])
+def test_sampling_matches_the_joint(name):
+    attrs, sizes, cliques = STRUCTURES[name]
+    dom = Domain(attrs, sizes)
+    model = MaxEntModel(dom, cliques)
+    thetas = torch.as_tensor(np.random.default_rng(3).normal(0, 1, (2, model.D)))
+    n = 40000
+    codes = model.sample(thetas, n, np.random.default_rng(4))
+    assert codes.shape == (2, n, len(attrs)) and codes.dtype == np.int64
+    assert (codes >= 0).all() and (codes < np.array(sizes)).all()
+    for k in range(2):
+        _, _, p, _, _ = brute_force(model, thetas[k].numpy())
+        emp = np.bincount(np.ravel_multi_index(tuple(codes[k].T), dom.shape), minlength=p.size) / n
+        # expected TVD of a multinomial sample is about Σ√(p/n)/2·0.8; allow a wide margin
+        assert 0.5 * np.abs(emp - p).sum() < 1.5 * 0.5 * 0.8 * np.sqrt(p / n).sum(), k
+    one = model.sample(thetas[0], 10, np.random.default_rng(5))
+    assert one.shape == (10, len(attrs))
+
+
+# ---------------------------------------------------------------------- posterior tools
+def test_laplace_approximation_of_a_gaussian():
+    prec = torch.tensor([[2.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
+    m = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    lp = lambda x: -0.5 * ((x - m) @ prec * (x - m)).sum(-1)
+    la = laplace_approximation(lp, torch.zeros(2, dtype=torch.float64))
+    torch.testing.assert_close(la.mode, m, atol=1e-5, rtol=0)
+    torch.testing.assert_close(la.cov, torch.linalg.inv(prec), atol=1e-8, rtol=0)
+    draws = la.sample(20000, np.random.default_rng(0))
+    assert np.allclose(np.cov(draws.numpy().T), torch.linalg.inv(prec).numpy(), atol=0.05)
+
+
+def test_hmc_recovers_a_skewed_target_and_reports_diagnostics():
+    # a Gamma(3, 1) in log-space (skewed) and an independent N(0, 2²); preconditioned by a rough guess
+    def lp(x):
+        return 3 * x[..., 0] - torch.exp(x[..., 0]) - 0.5 * (x[..., 1] / 2) ** 2
+
+    res = hmc(lp, torch.tensor([1.0, 0.0], dtype=torch.float64), torch.diag(torch.tensor([0.6, 2.0],
+              dtype=torch.float64)), chains=4, warmup=200, draws=400, rng=np.random.default_rng(1))
+    x = res.flat().numpy()
+    assert res.draws.shape == (4, 400, 2)
+    from scipy.special import digamma, polygamma
+    assert x[:, 0].mean() == pytest.approx(digamma(3), abs=0.08)  # E log Gamma(3) = ψ(3)
+    assert x[:, 0].var() == pytest.approx(polygamma(1, 3), rel=0.2)
+    assert x[:, 1].std() == pytest.approx(2.0, rel=0.15)
+    assert res.max_rhat < 1.05 and res.min_ess > 200 and 0.6 < res.accept_rate < 0.95
+
+
+def test_elliptical_slice_sampling_handles_a_wall():
+    """Target: N(0, 1) cut at x₀ < 0.5 (a wall, like a cell that cannot exceed its noisy count)
+    times N(0, 1); reference Gaussian twice too wide (like a prior-dominated Laplace sd)."""
+    from scipy.stats import truncnorm
+
+    def lp(x):
+        out = -0.5 * (x ** 2).sum(-1)
+        return torch.where(x[..., 0] < 0.5, out, torch.full_like(out, -np.inf))
+
+    res = elliptical_slice(lp, torch.zeros(2, dtype=torch.float64), 2.0 * torch.eye(2, dtype=torch.float64),
+                           chains=40, warmup=30, draws=100, thin=1, rng=np.random.default_rng(2))
+    x = res.flat().numpy()
+    assert res.draws.shape == (40, 100, 2) and (x[:, 0] < 0.5).all()
+    ref = truncnorm(-np.inf, 0.5)
+    assert x[:, 0].mean() == pytest.approx(ref.mean(), abs=0.06)
+    assert x[:, 0].std() == pytest.approx(ref.std(), rel=0.1)
+    assert x[:, 1].std() == pytest.approx(1.0, rel=0.1)
+    assert res.max_rhat < 1.05 and res.min_ess > 400
+
+
+def test_rhat_and_ess_diagnostics():
+    rng = np.random.default_rng(0)
+    iid = rng.normal(size=(4, 500))
+    assert split_rhat(iid) < 1.01
+    assert 1500 < ess_bulk(iid) < 2600
+    stuck = iid + np.arange(4)[:, None]  # chains in different places
+    assert split_rhat(stuck) > 1.5
+    ar = np.zeros((4, 500))
+    for t in range(1, 500):
+        ar[:, t] = 0.9 * ar[:, t - 1] + rng.normal(size=4)
+    assert ess_bulk(ar) < 0.2 * ar.size

@@ -1,0 +1,448 @@
+"""NAPSU-MQ: privacy accounting, neighbour tests, model/likelihood checks, missing-data paths,
+sampling; slow coverage studies (toy and Adult) are marked ``slow``."""
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import dpsynth
+from dpsynth.generators.mst import measure_marginals, mst_select, pair_scores
+from dpsynth.generators.napsu import ADULT_FORCED_QUERIES, NAPSUMQ, adult_reduced
+from dpsynth.graphical import Domain
+from dpsynth.privacy import NoiseSource, PrivacyLedger, cdp_rho, distance, record_noise_inputs
+
+TOY_SCHEMA = dpsynth.Schema.from_dict({c: {"type": "categorical", "categories": [0, 1]} for c in ["x1", "x2", "y"]})
+TOY_QUERY = [("x1", "x2", "y")]
+
+
+def toy_data(n, rng, beta=(1.0, 0.0)):
+    """The paper's toy problem: x1, x2 ~ Bernoulli(½), y ~ Bernoulli(expit(β·x)), no intercept."""
+    x1, x2 = rng.integers(0, 2, n), rng.integers(0, 2, n)
+    y = (rng.random(n) < 1 / (1 + np.exp(-(beta[0] * x1 + beta[1] * x2)))).astype(int)
+    return pd.DataFrame({"x1": x1, "x2": x2, "y": y})
+
+
+@pytest.fixture(scope="module")
+def toy_fit():
+    df = toy_data(2000, np.random.default_rng(0))
+    return df, NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY).fit(df, TOY_SCHEMA, seed=1)
+
+
+def correlated(n, rng):
+    """Four categorical columns with a strong chain a–b–c and independent d (robust MST choice)."""
+    a = rng.integers(0, 3, n)
+    b = np.where(rng.random(n) < 0.9, a % 2, rng.integers(0, 2, n))
+    c = np.where(rng.random(n) < 0.9, b, rng.integers(0, 2, n))
+    d = rng.integers(0, 2, n)
+    df = pd.DataFrame({"a": a, "b": b, "c": c, "d": d}).astype(str)
+    schema = dpsynth.Schema.from_dict({"a": {"type": "categorical", "categories": ["0", "1", "2"]},
+                                       **{k: {"type": "categorical", "categories": ["0", "1"]} for k in "bcd"}})
+    return df, schema
+
+
+# ---------------------------------------------------------------------- basic behaviour
+def test_toy_fit_sample_shapes_dtypes_and_ledger(toy_fit):
+    df, gen = toy_fit
+    before = df.copy()
+    res = gen.sample(m=4, seed=3)
+    pd.testing.assert_frame_equal(df, before)
+    assert res.m == 4 and res.method == "napsu-mq"
+    for d in res.datasets:
+        assert list(d.columns) == ["x1", "x2", "y"] and (d.dtypes == df.dtypes).all()
+        assert len(d) == round(gen.n_) and d.notna().all().all() and set(np.unique(d.to_numpy())) <= {0, 1}
+    assert abs(gen.n_ - 2000) < 100  # n is released through the noisy table total
+    assert not res.datasets[0].equals(res.datasets[1])  # different posterior draws and rows
+    led = gen.ledger
+    assert led.total_epsilon() <= 1.0 + 1e-9 and led.total_delta() <= 1 / 2000 ** 2 + 1e-18
+    assert led.relation == "add-remove"
+    frame = led.to_frame()
+    assert len(frame) == 1 and frame.loc[0, "sensitivity"] == pytest.approx(1.0)  # one table: √1
+    assert gen.diagnostics_["D"] == 7 and gen.diagnostics_["P"] == 8
+    assert gen.sample(n=17, m=2, seed=1).datasets[1].shape == (17, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dpsynth.inference.fit.NotNoiseAwareWarning)
+        tab = dpsynth.fit_pooled(res, "y ~ x1 + x2 - 1", family="binomial", rule="synthetic").to_frame()
+    assert list(tab["term"]) == ["x1", "x2"]
+    # same seed → same datasets
+    pd.testing.assert_frame_equal(gen.sample(m=2, seed=5).datasets[1], gen.sample(m=2, seed=5).datasets[1])
+
+
+def test_posterior_is_centred_on_the_truth_and_noise_aware(toy_fit):
+    """The posterior of the cell probabilities covers the empirical ones, and a smaller ε widens it."""
+    df, gen = toy_fit
+    emp = df.groupby(["x1", "x2", "y"]).size().reindex(pd.MultiIndex.from_product([[0, 1]] * 3), fill_value=0)
+    emp = emp.to_numpy() / len(df)
+    draws = gen.posterior_draws(400, np.random.default_rng(0))[:, :gen.model_.D]
+    probs = gen.model_.table_marginals(draws).numpy()  # (400, 8)
+    z = (emp - probs.mean(0)) / probs.std(0)
+    assert np.abs(z).max() < 4
+    wide = NAPSUMQ(0.1, 1 / 2000 ** 2, queries=TOY_QUERY).fit(df, TOY_SCHEMA, seed=1)
+    probs_wide = wide.model_.table_marginals(wide.posterior_draws(400, np.random.default_rng(0))[:, :7]).numpy()
+    assert (probs_wide.std(0) > 1.5 * probs.std(0)).all()
+
+
+def test_save_load_and_registry(tmp_path, toy_fit):
+    df, gen = toy_fit
+    gen.save(tmp_path / "napsu.pkl")
+    again = dpsynth.generators.base.Generator.load(tmp_path / "napsu.pkl")
+    pd.testing.assert_frame_equal(gen.sample(m=2, seed=8).datasets[1], again.sample(m=2, seed=8).datasets[1])
+    res = dpsynth.synthesize(df, TOY_SCHEMA, "napsu-mq", epsilon=1.0, delta=1e-6, m=2, seed=2, queries=TOY_QUERY)
+    assert res.m == 2 and res.ledger.total_epsilon() <= 1.0 + 1e-9
+
+
+@pytest.mark.parametrize("kwargs,err,match", [
+    ({"queries": "all"}, ValueError, "mst"),
+    ({"queries": []}, ValueError, "at least one"),
+    ({"queries": [("x1", "x1")]}, ValueError, "twice"),
+    ({"queries": [("x1", "y"), ("y", "x1")]}, ValueError, "twice"),
+    ({"queries": 5}, TypeError, "list of column tuples"),
+    ({"inference": "nuts"}, ValueError, "inference"),
+    ({"missing": "drop"}, ValueError, "missing"),
+    ({"incomplete": ["x1"]}, ValueError, "level"),
+    ({"queries": TOY_QUERY, "forced_queries": [("x1", "y")]}, ValueError, "forced_queries"),
+    ({"prior_sd": 0}, ValueError, "prior_sd"),
+    ({"delta": None}, ValueError, "delta"),
+])
+def test_bad_options(kwargs, err, match):
+    args = {"epsilon": 1.0, "delta": 1e-6, **kwargs}
+    with pytest.raises(err, match=match):
+        NAPSUMQ(**args)
+
+
+def test_bad_queries_rejected_before_any_spend():
+    df = toy_data(200, np.random.default_rng(0))
+    for queries, match in [([("x1", "y")], "in no query"), ([("x1", "z"), ("x2", "y")], "not in the schema")]:
+        gen = NAPSUMQ(1.0, 1e-6, queries=queries)
+        with pytest.raises(ValueError, match=match):
+            gen.fit(df, TOY_SCHEMA, seed=0)
+        assert gen.ledger.spends == []
+    gen = NAPSUMQ(1.0, 1e-6, queries=TOY_QUERY, max_cells=4)
+    with pytest.raises(ValueError, match="max_cells"):
+        gen.fit(df, TOY_SCHEMA, seed=0)
+    assert gen.ledger.spends == []
+
+
+# ---------------------------------------------------------------------- privacy
+def test_mst_ledger_spends_the_budget_once():
+    df, schema = correlated(3000, np.random.default_rng(1))
+    gen = NAPSUMQ(1.0, 1e-6, queries="mst").fit(df, schema, seed=2)
+    frame = gen.ledger.to_frame()
+    rho = cdp_rho(1.0, 1e-6)
+    assert frame["rho"].sum() == pytest.approx(rho, rel=1e-12)
+    assert gen.ledger.total_epsilon() <= 1.0 + 1e-9 and gen.ledger.total_epsilon() > 0.999
+    steps = frame["step"].tolist()
+    assert steps[0].endswith("1-way marginals") and steps[-1].endswith("2-way marginals")
+    edges = [s for s in steps if "edge" in s]
+    assert len(edges) == 3  # d − 1 = 3 selections, each ρ/9
+    assert frame.loc[frame["step"].isin(edges), "rho"].tolist() == pytest.approx([rho / 9] * 3)
+    assert frame.loc[0, "sensitivity"] == pytest.approx(2.0)  # √4 one-way tables
+    assert frame.loc[len(frame) - 1, "sensitivity"] == pytest.approx(np.sqrt(3))  # √3 two-way tables
+    assert set(frame["relation"]) == {"add-remove"}
+    assert {("a", "b"), ("b", "c")} <= set(gen.selected_queries_)
+    assert gen.diagnostics_["tables"] == 4 + 3
+
+
+def _neighbours(df):
+    na_row = pd.DataFrame({c: [None] for c in df.columns}).astype(df.dtypes)
+    other = df.iloc[[0]].copy()  # row 0 with every value changed
+    for c in other:
+        v = other[c].iloc[0]
+        other[c] = type(v)(1 - int(v) if int(v) in (0, 1) else 0)
+    return {
+        "remove": (df.iloc[1:], 1),
+        "add all-NA": (pd.concat([df, na_row], ignore_index=True), 1),
+        "value to NA": (df.assign(**{df.columns[0]: df[df.columns[0]].where(df.index != 1)}), 2),  # a replacement
+        "replace": (pd.concat([df.iloc[1:], other], ignore_index=True), 2),  # remove + add
+    }
+
+
+@pytest.fixture
+def measure_only(monkeypatch):
+    """Neighbour tests look at what reaches the noise; the posterior (post-processing) is skipped."""
+    monkeypatch.setattr(NAPSUMQ, "_fit_posterior", lambda self, measurements, source: setattr(self, "diagnostics_", {}))
+
+
+@pytest.mark.parametrize("missing", ["available-case", "level"])
+def test_measurement_neighbour(missing, measure_only):
+    """Grey-box: same seed on D and D'; identical steps, recorded tables within the declared L2
+    sensitivity (√K; a replacement is a removal plus an addition: 2√K)."""
+    df = toy_data(300, np.random.default_rng(4)).astype("Int64")
+    queries = [("x1", "y"), ("x2", "y"), ("x1", "x2")]
+    with record_noise_inputs() as rec:
+        NAPSUMQ(1.0, 1e-6, queries=queries, missing=missing).fit(df, TOY_SCHEMA, seed=9)
+    assert len(rec.calls) == 1 and rec.calls[0].sensitivity == pytest.approx(np.sqrt(3))
+    for name, (d2, factor) in _neighbours(df).items():
+        with record_noise_inputs() as rec2:
+            NAPSUMQ(1.0, 1e-6, queries=queries, missing=missing).fit(d2, TOY_SCHEMA, seed=9)
+        assert rec.steps() == rec2.steps(), name
+        for c1, c2 in zip(rec.calls, rec2.calls):
+            assert c1.value.shape == c2.value.shape, name
+            dist = distance(c1.value, c2.value, c1.norm)
+            assert dist <= factor * c1.sensitivity + 1e-12, name
+            # the neighbour is seen (an all-NA row is invisible to available-case tables)
+            assert dist > 0 or (name == "add all-NA" and missing == "available-case"), name
+
+
+def test_selection_neighbour(measure_only):
+    """MST: the 1-way measurement and the final 2-way measurement within √d, √K at the top level;
+    the selection scores (given the released 1-ways, which the analysis conditions on) move by at
+    most their declared sensitivity 1."""
+    df, schema = correlated(1500, np.random.default_rng(5))
+    with record_noise_inputs() as rec:
+        g1 = NAPSUMQ(1.0, 1e-6, queries="mst").fit(df, schema, seed=3)
+    for name, (d2, factor) in list(_neighbours(df).items())[::3]:  # remove, replace (each fit costs seconds)
+        with record_noise_inputs() as rec2:
+            g2 = NAPSUMQ(1.0, 1e-6, queries="mst").fit(d2, schema, seed=3)
+        assert rec.steps() == rec2.steps(), name
+        assert g1.selected_queries_ == g2.selected_queries_, name  # strong signal: same tree
+        for c1, c2 in [(rec.calls[0], rec2.calls[0]), (rec.calls[-1], rec2.calls[-1])]:
+            assert distance(c1.value, c2.value, c1.norm) <= factor * c1.sensitivity + 1e-12, name
+        em = [c for c in rec.calls if c.mechanism == "exponential mechanism"]
+        assert len(em) == 3 and all(c.sensitivity == 1.0 and c.norm == "Linf" for c in em)
+    # replay: scores of D and D' against the same released 1-ways
+    dom = Domain(schema.names, schema.domain_sizes)
+    one_way = measure_marginals(schema.encode(df), dom, [(a,) for a in dom.attrs], PrivacyLedger(1.0, 1e-6),
+                                NoiseSource(1), "1-way", rho=0.01)
+    pairs = [("a", "b"), ("a", "c"), ("a", "d"), ("b", "c"), ("b", "d"), ("c", "d")]
+    s1 = pair_scores(schema.encode(df), dom, one_way, pairs)
+    for name, (d2, factor) in _neighbours(df).items():
+        s2 = pair_scores(schema.encode(d2), dom, one_way, pairs)
+        assert np.abs(s1 - s2).max() <= factor * 1.0 + 1e-9, name
+    # the scores handed to the exponential mechanism are exactly these
+    led = PrivacyLedger(1.0, 1e-6)
+    with record_noise_inputs() as rec3:
+        _, edges = mst_select(schema.encode(df), dom, 0.02, led, NoiseSource(1))
+    em = [c for c in rec3.calls if c.mechanism == "exponential mechanism"]
+    ow = rec3.calls[0]
+    assert len(edges) == 3 and em[0].value.shape == (6,) and ow.sensitivity == pytest.approx(2.0)
+
+
+# ---------------------------------------------------------------------- missing data
+def test_available_case_with_missing_values():
+    rng = np.random.default_rng(6)
+    df = toy_data(2000, rng).astype("Int64")
+    for c in df:
+        df.loc[rng.random(len(df)) < 0.2, c] = pd.NA
+    gen = NAPSUMQ(3.0, 1e-6, queries=[("x1", "y"), ("x2", "y")]).fit(df, TOY_SCHEMA, seed=1)
+    counts = gen.likelihood_.counts(gen.laplace_.mode).numpy()
+    assert counts == pytest.approx([2000 * 0.8 ** 2] * 2, rel=0.1)  # rows observed on each table
+    res = gen.sample(m=2, seed=1)
+    assert res.datasets[0].notna().all().all()  # the complete-data distribution
+
+
+def test_missing_as_level_carries_the_pattern():
+    rng = np.random.default_rng(7)
+    df = toy_data(3000, rng).astype("Int64")
+    df.loc[rng.random(len(df)) < 0.3, "x2"] = pd.NA
+    gen = NAPSUMQ(3.0, 1e-6, queries=TOY_QUERY, missing="level", incomplete=["x2"]).fit(df, TOY_SCHEMA, seed=1)
+    assert gen.domain_.shape == (2, 3, 2) and gen.diagnostics_["P"] == 12
+    res = gen.sample(m=3, seed=2)
+    for d in res.datasets:
+        rate = d["x2"].isna().mean()
+        assert 0.25 < rate < 0.35 and d[["x1", "y"]].notna().all().all()
+    # a column declared complete must not hold missing values
+    with pytest.raises(ValueError, match="incomplete"):
+        NAPSUMQ(3.0, 1e-6, queries=TOY_QUERY, missing="level", incomplete=["x1"]).fit(df, TOY_SCHEMA, seed=1)
+    with pytest.raises(ValueError, match="not in the schema"):
+        NAPSUMQ(3.0, 1e-6, queries=TOY_QUERY, missing="level", incomplete=["zz"]).fit(df, TOY_SCHEMA, seed=1)
+
+
+# ---------------------------------------------------------------------- inference variants
+def test_mcmc_reports_diagnostics(toy_fit):
+    df, _ = toy_fit
+    gen = NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, inference="mcmc", mcmc_warmup=60,
+                  mcmc_draws=60).fit(df, TOY_SCHEMA, seed=1)
+    d = gen.diagnostics_
+    assert gen.draws_.shape == (4, 60, 8)
+    assert d["rhat_max"] < 1.1 and d["ess_bulk_min"] > 30 and d["ess_per_second"] > 0
+    assert d["rhat_max_cells"] < 1.1
+    assert 0.4 < d["accept_rate"] <= 1.0
+    res = gen.sample(m=3, seed=1)
+    assert res.m == 3
+
+
+def test_slice_sampler_matches_laplace_on_a_gaussian_posterior(toy_fit):
+    """The toy posterior is nearly Gaussian: the elliptical slice draws (default inference) agree
+    with the Laplace approximation, and each dataset gets the last state of a different chain."""
+    df, gen = toy_fit
+    assert gen.inference == "slice" and gen.draws_.shape == (20, 8, 8)
+    assert gen.diagnostics_["rhat_max_cells"] < 1.3
+    draws = gen.draws_.reshape(-1, 8)
+    la = gen.laplace_
+    z = (draws.mean(0) - la.mode) / la.cov.diagonal().sqrt()
+    assert z.abs().max() < 0.6  # 160 correlated draws: the mean is within a fraction of an sd
+    ratio = draws.std(0) / la.cov.diagonal().sqrt()
+    assert ((ratio > 0.7) & (ratio < 1.3)).all()
+    picked = gen.posterior_draws(20, np.random.default_rng(0))
+    last = gen.draws_[:, -1]
+    assert all(any(torch.equal(p, q) for q in last) for p in picked)
+    assert len({tuple(p.tolist()) for p in picked}) == 20
+
+
+def test_adult_paper_schema_is_public():
+    df, schema = dpsynth.load_dataset("adult")
+    d, s = adult_reduced(df.head(50), schema)
+    d2, s2 = adult_reduced(df.tail(50), schema)
+    assert s.to_dict() == s2.to_dict()  # the discretisation does not depend on the rows
+    assert s.domain_sizes == [5, 8, 16, 7, 5, 2, 2, 2, 5, 2]
+    assert d["workclass"].isna().sum() == df.head(50)["workclass"].isna().sum()
+
+
+# ---------------------------------------------------------------------- slow studies
+def _toy_coverage(eps, reps, m=20, seed0=0):
+    covered, widths, seconds = [], [], []
+    for r in range(reps):
+        rng = np.random.default_rng(10_000 * (seed0 + 1) + r)
+        df = toy_data(2000, rng)
+        t0 = time.perf_counter()
+        gen = NAPSUMQ(eps, 1 / 2000 ** 2, queries=TOY_QUERY).fit(df, TOY_SCHEMA, seed=r)
+        res = gen.sample(m=m, seed=r + 1)
+        seconds.append(time.perf_counter() - t0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tab = dpsynth.fit_pooled(res.datasets, "y ~ x1 + x2 - 1", family="binomial", rule="synthetic").to_frame()
+        tab = tab.set_index("term").loc[["x1", "x2"]]
+        truth = np.array([1.0, 0.0])
+        covered.append(((tab["conf.low"] <= truth) & (truth <= tab["conf.high"])).to_numpy())
+        widths.append((tab["conf.high"] - tab["conf.low"]).to_numpy())
+    return np.mean(covered, axis=0), np.median(widths, axis=0), float(np.median(seconds))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("eps", [0.1, 1.0, 10.0])
+def test_toy_coverage(eps):
+    """Paper Sec. 5.1: 95 % intervals of the no-intercept logistic regression, pooled with the
+    fully-synthetic rule over m = 20 datasets, cover (1, 0) at ≥ 0.92 over 200 repetitions."""
+    cov, width, sec = _toy_coverage(eps, 200)
+    print(f"toy eps={eps}: coverage {cov}, median width {width}, median fit+20 datasets {sec:.2f}s")
+    assert (cov >= 0.92).all()
+    assert sec <= 5.0
+
+
+ADULT_FORMULA = "income ~ agemid + C(race, Treatment('White')) + C(sex, Treatment('Female'))"
+
+
+def _adult_frames(frames):
+    return [f.assign(agemid=f["age"].astype(str).astype(float)) for f in frames]
+
+
+def _adult_fit(frames, rule="synthetic"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return dpsynth.fit_pooled(_adult_frames(frames), ADULT_FORMULA, family="binomial", rule=rule).to_frame()
+
+
+@pytest.mark.slow
+def test_adult_coverage_and_time():
+    """Paper Sec. 5.2 at ε = 1: MST (forcing the analysis marginals, as the paper) + Laplace
+    posterior + 20 datasets of n rows within 120 s; the pooled intervals of income ~ age + race +
+    sex contain the real-data coefficients at ≥ 0.85 on average."""
+    df, schema = dpsynth.load_dataset("adult")
+    d, s = adult_reduced(df, schema)
+    d = d.dropna().reset_index(drop=True)
+    real_tab = _adult_fit([d, d], rule="mi").set_index("term")
+    real = real_tab["estimate"]
+    real_width = 2 * 1.959964 * np.sqrt(real_tab["ubar"])  # the real-data 95 % Wald interval
+    covered, seconds, ratio = [], [], []
+    for r in range(10):
+        t0 = time.perf_counter()
+        gen = NAPSUMQ(1.0, 1 / len(d) ** 2, queries="mst", forced_queries=ADULT_FORCED_QUERIES).fit(d, s, seed=r)
+        res = gen.sample(m=20, seed=r + 1)
+        seconds.append(time.perf_counter() - t0)
+        tab = _adult_fit(res.datasets).set_index("term").reindex(real.index)
+        covered.append(((tab["conf.low"] <= real) & (real <= tab["conf.high"])).to_numpy())
+        ratio.append(((tab["conf.high"] - tab["conf.low"]) / real_width).to_numpy())
+    print(f"adult: coverage {np.mean(covered):.3f} per term {np.mean(covered, axis=0)}, median width ratio "
+          f"{np.round(np.median(ratio, axis=0), 2)} (paper at ε = 1: ≈ 1.5), seconds {np.round(seconds, 1)}")
+    assert np.mean(covered) >= 0.85
+    assert np.median(seconds) <= 120
+
+
+def impute_saturated(frame, cols, r, rng):
+    """Analyst-side proper multiple imputation of ``cols`` (categoricals): a saturated multinomial
+    over their joint cells with a Dirichlet(½) posterior from the complete cases, one posterior
+    draw per imputation, missing cells drawn given the observed ones (MAR given ``cols``)."""
+    cats = [frame[c].cat.categories for c in cols]
+    codes = np.column_stack([frame[c].cat.codes.to_numpy() for c in cols])
+    shape = tuple(len(c) for c in cats)
+    complete = (codes >= 0).all(axis=1)
+    counts = np.bincount(np.ravel_multi_index(tuple(codes[complete].T), shape), minlength=int(np.prod(shape)))
+    grid = np.indices(shape).reshape(len(cols), -1).T  # cells × cols
+    rows = np.flatnonzero(~complete)
+    ok = np.ones((len(rows), grid.shape[0]), dtype=bool)
+    for j in range(len(cols)):
+        obs = codes[rows, j] >= 0
+        ok[obs] &= grid[None, :, j] == codes[rows[obs], j][:, None]
+    out = []
+    for _ in range(r):
+        p = rng.dirichlet(counts + 0.5)
+        w = ok * p[None, :]
+        cdf = np.cumsum(w / w.sum(axis=1, keepdims=True), axis=1)
+        cell = (rng.random(len(rows))[:, None] > cdf).sum(axis=1).clip(0, grid.shape[0] - 1)
+        filled = frame.copy()
+        for j, c in enumerate(cols):
+            vals = filled[c].to_numpy(dtype=object)
+            vals[rows] = np.asarray(cats[j], dtype=object)[grid[cell, j]]
+            filled[c] = pd.Categorical(vals, categories=cats[j])
+        out.append(filled)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mechanism", ["MCAR", "MAR"])
+def test_adult_missing_data_coverage(mechanism):
+    """20 % MCAR / MAR cells in the complete Adult rows; coverage of the complete-data coefficients:
+    (a) available-case marginals → complete synthetic data, "synthetic" rule;
+    (b) missing as a level → synthetic data with NA: (b1) complete cases of each synthetic set,
+        "synthetic" rule; (b2) 5 imputations of each synthetic set, "mi" within, "synthetic" across."""
+    df, schema = dpsynth.load_dataset("adult")
+    d, s = adult_reduced(df, schema)
+    d = d.dropna().reset_index(drop=True)
+    real = _adult_fit([d, d], rule="mi").set_index("term")["estimate"]
+    analysis = ["age", "race", "sex", "income"]
+    cov = {"a": [], "b1": [], "b2": []}
+    for rep in range(6):
+        masked = dpsynth.missing.ampute(d, mechanism, p=0.2, seed=100 + rep, schema=s)
+        delta = 1 / len(d) ** 2
+        gen_a = NAPSUMQ(1.0, delta, queries="mst", forced_queries=ADULT_FORCED_QUERIES).fit(masked, s, seed=rep)
+        tab = _adult_fit(gen_a.sample(m=20, seed=rep).datasets).set_index("term").reindex(real.index)
+        cov["a"].append(((tab["conf.low"] <= real) & (real <= tab["conf.high"])).to_numpy())
+        gen_b = NAPSUMQ(1.0, delta, queries="mst", forced_queries=ADULT_FORCED_QUERIES,
+                        missing="level").fit(masked, s, seed=rep)
+        synth = gen_b.sample(m=20, seed=rep).datasets
+        tab = _adult_fit(synth).set_index("term").reindex(real.index)  # complete cases per dataset
+        cov["b1"].append(((tab["conf.low"] <= real) & (real <= tab["conf.high"])).to_numpy())
+        rng = np.random.default_rng(rep)
+        inner = [_adult_fit(impute_saturated(f, analysis, 5, rng), rule="mi").set_index("term").reindex(real.index)
+                 for f in synth]
+        tab = dpsynth.pool(pd.DataFrame([t["estimate"] for t in inner]), pd.DataFrame([t["t"] for t in inner]),
+                           rule="synthetic").set_index("term").reindex(real.index)
+        cov["b2"].append(((tab["conf.low"] <= real) & (real <= tab["conf.high"])).to_numpy())
+    summary = {k: round(float(np.mean(v)), 3) for k, v in cov.items()}
+    print(f"adult {mechanism} 20%: coverage {summary}")
+    assert summary["a"] >= 0.8 if mechanism == "MCAR" else True
+    assert summary["b2"] >= 0.8
+
+
+def test_napsu_is_noise_aware_so_pooling_does_not_warn():
+    import warnings
+
+    import numpy as np
+    import pandas as pd
+
+    import dpsynth
+    from dpsynth.inference.fit import NotNoiseAwareWarning
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": pd.Categorical(rng.choice(["a", "b"], 400), ["a", "b"]),
+                       "y": rng.integers(0, 2, 400).astype(float)})
+    schema = dpsynth.Schema.from_dict({"x": {"type": "categorical", "categories": ["a", "b"]},
+                                       "y": {"type": "numeric", "lower": 0, "upper": 1, "bins": 2, "integer": True}})
+    res = dpsynth.synthesize(df, schema, "napsu-mq", epsilon=1.0, delta=1e-6, m=3, seed=1, queries=[("x", "y")],
+                             inference="laplace")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NotNoiseAwareWarning)
+        dpsynth.fit_pooled(res, "y ~ x", rule="synthetic")
