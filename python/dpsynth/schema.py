@@ -351,6 +351,9 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report or a CSV gets the usual permissions
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
