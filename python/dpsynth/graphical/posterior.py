@@ -129,14 +129,13 @@ def laplace_approximation(log_prob: Callable, x0: torch.Tensor, *, max_iter: int
 
 def _lbfgs(log_prob, start, max_iter, grad_tol):
     """L-BFGS (strong Wolfe) on −log_prob from ``start``; (x, evaluations), x None on divergence
-    (non-finite loss, or loss rising by more than 1e3 above the start)."""
+    (a non-finite loss at an iterate, or a final loss more than 1e3 above the start; line-search
+    trial points may be worse without counting)."""
     evals = 0
     x = start.clone().requires_grad_(True)
     opt = torch.optim.LBFGS([x], lr=1.0, max_iter=max_iter, max_eval=int(max_iter * 1.5),
                             tolerance_grad=0.1 * grad_tol, tolerance_change=1e-12, history_size=50,
                             line_search_fn="strong_wolfe")
-    first = [None]
-    diverged = [False]
 
     def closure():
         nonlocal evals
@@ -144,36 +143,27 @@ def _lbfgs(log_prob, start, max_iter, grad_tol):
         opt.zero_grad()
         loss = -log_prob(x)
         if not torch.isfinite(loss):
-            diverged[0] = True
-            return torch.tensor(1e300, dtype=DTYPE)
-        if first[0] is None:
-            first[0] = float(loss.detach())
-        elif float(loss.detach()) > first[0] + 1e3:
-            diverged[0] = True
+            return torch.tensor(1e300, dtype=DTYPE)  # rejected by the line search
         loss.backward()
         return loss
 
+    with torch.no_grad():
+        first = float(-log_prob(start))
     try:
         opt.step(closure)
     except (RuntimeError, torch.linalg.LinAlgError):
         return None, evals
-    if diverged[0] or not torch.isfinite(x).all():
+    with torch.no_grad():
+        last = float(-log_prob(x))
+    if not (torch.isfinite(x).all() and math.isfinite(last)) or last > first + 1e3:
         return None, evals
     return x.detach().clone(), evals
 
 
-# ---------------------------------------------------------------------- HMC
-@dataclass
-class HMCResult:
-    draws: torch.Tensor          # (chains, draws, dim) in the original coordinates
-    accept_rate: float
-    step_size: float
-    n_leapfrog: int
-    gradient_evaluations: int
-    divergences: int
-    seconds: float
-    rhat: np.ndarray = field(repr=False)
-    ess_bulk: np.ndarray = field(repr=False)
+# ---------------------------------------------------------------------- MCMC results
+class _ChainSummary:
+    """Shared read-outs of an MCMC result with ``draws`` (chains, draws, dim), per-parameter ``rhat``
+    and ``ess_bulk``, and ``seconds``."""
 
     @property
     def max_rhat(self) -> float:
@@ -189,6 +179,20 @@ class HMCResult:
 
     def flat(self) -> torch.Tensor:
         return self.draws.reshape(-1, self.draws.shape[-1])
+
+
+# ---------------------------------------------------------------------- HMC
+@dataclass
+class HMCResult(_ChainSummary):
+    draws: torch.Tensor          # (chains, draws, dim) in the original coordinates
+    accept_rate: float
+    step_size: float
+    n_leapfrog: int
+    gradient_evaluations: int
+    divergences: int
+    seconds: float
+    rhat: np.ndarray = field(repr=False)
+    ess_bulk: np.ndarray = field(repr=False)
 
 
 def hmc(log_prob: Callable, mean: torch.Tensor, chol: torch.Tensor, *, chains: int = 4, warmup: int = 150,
@@ -264,27 +268,12 @@ def hmc(log_prob: Callable, mean: torch.Tensor, chol: torch.Tensor, *, chains: i
 
 # ---------------------------------------------------------------------- elliptical slice sampling
 @dataclass
-class SliceResult:
+class SliceResult(_ChainSummary):
     draws: torch.Tensor          # (chains, kept draws, dim) in the original coordinates
     evaluations: int             # log-density evaluations (chain × proposal)
     seconds: float
     rhat: np.ndarray = field(repr=False)
     ess_bulk: np.ndarray = field(repr=False)
-
-    @property
-    def max_rhat(self) -> float:
-        return _finite_extreme(np.max, self.rhat)
-
-    @property
-    def min_ess(self) -> float:
-        return _finite_extreme(np.min, self.ess_bulk)
-
-    @property
-    def ess_per_second(self) -> float:
-        return self.min_ess / self.seconds
-
-    def flat(self) -> torch.Tensor:
-        return self.draws.reshape(-1, self.draws.shape[-1])
 
 
 def elliptical_slice(log_prob: Callable, mean: torch.Tensor, chol: torch.Tensor, *, chains: int = 20,
