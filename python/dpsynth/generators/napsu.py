@@ -184,15 +184,17 @@ class NoiseAwareLikelihood:
 
     def initial_point(self, measurements: list[Measurement], max_iter: int = 50) -> torch.Tensor:
         """Start for the mode search: θ matching the (clipped, smoothed) noisy clique proportions q by
-        maximum entropy — the concave problem max θᵀq − A(θ) − λ|θ|²/2, λ = 1/(prior_sd²·n̄) —
-        solved by Newton's method (gradient q − μ − λθ, Hessian −(Cov + λI)); v = 0."""
+        maximum entropy — the concave problem max θᵀq − A(θ) − λ|θ|²/2 — solved by Newton's method
+        (gradient q − μ − λθ, Hessian −(Cov + λI)); v = 0. Noisy (or, with available-case tables
+        under MAR, systematically) inconsistent tables can put q outside the marginal polytope, where
+        the unpenalised solution runs off to infinity: λ = 1e-4 (per observation) keeps it finite."""
         by_attrs = {m.attrs: m for m in measurements}
         q = []
         for c, cells in zip(self.model.cliques, self.model.canonical):
             t = np.clip(by_attrs[c].noisy.astype(float).ravel(), 0.0, None) + 0.5
             q.append(t[cells] / t.sum())
         q = torch.as_tensor(np.concatenate(q), dtype=DTYPE)
-        ridge = 1.0 / (self.prior_sd ** 2 * float(self.n0.mean()))
+        ridge = max(1e-4, 1.0 / (self.prior_sd ** 2 * float(self.n0.mean())))
         can = self.model.canonical_index
         eye = torch.eye(self.D, dtype=DTYPE)
 
@@ -219,7 +221,7 @@ class NoiseAwareLikelihood:
                     break
         return torch.cat([theta, torch.zeros(self.G, dtype=DTYPE)])
 
-    def mode(self, x0: torch.Tensor, max_iter: int = 30) -> tuple[torch.Tensor, torch.Tensor]:
+    def mode(self, x0: torch.Tensor, max_iter: int = 100) -> tuple[torch.Tensor, torch.Tensor]:
         """Approach the posterior mode by Fisher scoring with backtracking: step F⁻¹∇log p, where
         F = JᵀV⁻¹J + prior precision and J = ∂(n∘μ)/∂x (columns n_i·Cov(a_i, a_θ) for θ and
         n_i·s_g·μ_i for v_g); the term of V's dependence on x is left out of F (it only preconditions)
