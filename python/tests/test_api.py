@@ -96,3 +96,19 @@ def test_cli_audit_runs():
     from dpsynth.cli import main
 
     assert main(["audit", "--method", "independent", "--epsilon", "1", "--runs", "20", "--seed", "3"]) == 0
+
+
+def test_cli_report_from_synthesize_output(tmp_path, toy):
+    from dpsynth.cli import main
+
+    df, schema = toy
+    df.to_csv(tmp_path / "d.csv", index=False)
+    schema.to_json(tmp_path / "s.json")
+    assert main(["synthesize", str(tmp_path / "d.csv"), "--schema", str(tmp_path / "s.json"), "--method",
+                 "independent", "--epsilon", "1", "--m", "3", "--seed", "1", "--out", str(tmp_path / "o"),
+                 "--quiet"]) == 0
+    out = tmp_path / "r" / "report.html"
+    assert main(["report", str(tmp_path / "o"), "--formula", "age ~ sex + grp", "--real", str(tmp_path / "d.csv"),
+                 "--out", str(out), "--quiet"]) == 0
+    assert "Releasable" in out.read_text()
+    assert "NOT FOR RELEASE" in (tmp_path / "r" / "report-holder.html").read_text()
