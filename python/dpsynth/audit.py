@@ -23,6 +23,7 @@ True
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Callable
 
@@ -30,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .privacy import distance, record_noise_inputs
+from .privacy import distance, record_noise_inputs, replay_noise_outputs
 from .schema import Schema
 
 # multiplier of the declared sensitivity for each neighbour kind under each relation
@@ -72,20 +73,28 @@ def neighbours(df: pd.DataFrame, schema: Schema, row: int = 0) -> dict[str, pd.D
 
 
 def neighbour_check(make_generator: Callable, df: pd.DataFrame, schema: Schema, seed: int = 0,
-                    row: int = 0, kinds=None) -> pd.DataFrame:
+                    row: int = 0, kinds=None, replay: bool = True) -> pd.DataFrame:
     """Fit ``make_generator()`` on D and each neighbour with the same seed; one row per noise call
     and neighbour: step, norm, distance, sensitivity, bound, ok. Raises AssertionError when the
-    sequence of noise calls differs (data-dependent control flow)."""
+    sequence of noise calls differs (data-dependent control flow).
+
+    ``replay=True`` (default): the run on D' releases D's recorded outputs at every noise call
+    (:func:`~dpsynth.privacy.replay_noise_outputs`), so each later step is computed on D' given
+    the same transcript as on D: adaptive composition (structure after selection, every DP-SGD step
+    after the first) is checked step by step, not only up to the first step that diverges.
+    ``row``: the row removed / set to NA / replaced (use -1 for generators that draw per-row
+    randomness by position, such as Poisson batches: removing the last row keeps the others' draws)."""
     gen = make_generator()
     relation = gen.relation
     with record_noise_inputs() as base:
         gen.fit(df, schema, seed=seed)
+    outputs = [c.output for c in base.calls]
     rows = []
     for kind, d2 in neighbours(df, schema, row).items():
         if kinds is not None and kind not in kinds:
             continue
         mult = _BOUND[relation][kind]
-        with record_noise_inputs() as rec:
+        with record_noise_inputs() as rec, (replay_noise_outputs(outputs) if replay else contextlib.nullcontext()):
             make_generator().fit(d2, schema, seed=seed)
         if base.steps() != rec.steps() or [c.value.shape for c in base.calls] != [c.value.shape for c in rec.calls]:
             raise AssertionError(f"neighbour {kind!r}: the noise calls differ between D and D' "

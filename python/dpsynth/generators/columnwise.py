@@ -152,12 +152,13 @@ class ColumnwiseSynth(Generator):
         self.first_probs_ = p_first / p_first.sum()
 
         values = {j: numeric_values(data[names[j]])[rows] for j in range(d) if not enc.blocks[j].categorical}
-        if self.impute:  # imputation draws: one stream per purpose, so each row's draws are its own
+        if self.impute:  # imputation draws: one stream per purpose, one draw per row (used where missing), so a
+            # row's draws do not depend on which other rows are missing (the neighbour tests couple D and D' so)
             miss = train[:, first] == MISSING
-            train[miss, first] = step_rng(seed, 0, 1).choice(len(self.first_probs_), size=int(miss.sum()),
-                                                              p=self.first_probs_)
+            drawn = step_rng(seed, 0, 1).choice(len(self.first_probs_), size=len(train), p=self.first_probs_)
+            train[miss, first] = drawn[miss]
             if first in values:
-                values[first][miss] = values_in_bins(schema[names[first]], train[miss, first], step_rng(seed, 0, 2))
+                values[first][miss] = values_in_bins(schema[names[first]], train[:, first], step_rng(seed, 0, 2))[miss]
 
         # 4. the column models under one RDP-composed plan
         self.models_ = []
@@ -182,10 +183,10 @@ class ColumnwiseSynth(Generator):
                 if self.impute:
                     miss = np.flatnonzero(train[:, j] == MISSING)
                     if miss.size:
-                        probs = self._predict(model, X[miss])
-                        train[miss, j] = draw_rows(probs, step_rng(seed, pos, 1))
+                        train[miss, j] = draw_rows(self._predict(model, X), step_rng(seed, pos, 1))[miss]
                         if j in values:
-                            values[j][miss] = values_in_bins(schema[names[j]], train[miss, j], step_rng(seed, pos, 2))
+                            values[j][miss] = values_in_bins(schema[names[j]], train[:, j],
+                                                             step_rng(seed, pos, 2))[miss]
                 blocks.append(enc.block_values(j, train[:, j], values.get(j)))
             plan.finish()
         self.encoder_ = enc

@@ -62,7 +62,7 @@ import numpy as np
 import pandas as pd
 
 from ..privacy import PrivacyLedger, sgm_epsilon, sgm_noise_multiplier
-from ..privacy.mechanisms import _observe
+from ..privacy.mechanisms import _observe, _release
 from ..schema import MISSING, Schema
 
 DPSGD_MECHANISM = "subsampled Gaussian (DP-SGD)"
@@ -192,10 +192,10 @@ class SGMPlan:
             raise RuntimeError("charge the ledger (SGMPlan.charge) before the first noisy step")
         if self.steps_taken >= self.steps:
             raise RuntimeError(f"DP-SGD step {self.steps_taken + 1} exceeds the {self.steps} steps accounted for")
-        _observe(step, "DP-SGD step", clipped_sum.reshape(-1), sensitivity=self.clip, norm="L2")
+        token = _observe(step, "DP-SGD step", clipped_sum.reshape(-1), sensitivity=self.clip, norm="L2")
         self.steps_taken += 1
         noise = torch.randn(clipped_sum.shape, generator=generator, dtype=clipped_sum.dtype)
-        return clipped_sum + (self.noise_multiplier * self.clip) * noise
+        return _release(token, clipped_sum + (self.noise_multiplier * self.clip) * noise)
 
     def finish(self) -> None:
         """Check that the loop ran exactly the accounted number of steps."""

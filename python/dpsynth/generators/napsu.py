@@ -30,10 +30,16 @@ released cells ŷ (length P):
     ŷ | θ, n ~ N(n ∘ μ(θ), N ∘ Cov(θ) + diag σ²),
 
 with μ and Cov = E[aaᵀ] − μμᵀ over the released cells, n the number of rows counted by each table
-and N_ij = min(n_i, n_j) the rows shared by the tables of cells i and j (exact when one table's rows
-contain the other's; an upper bound otherwise, which errs towards treating tables as more redundant).
+and N_ij the rows shared by the tables of cells i and j: N_ij = min(n̂_i, n̂_j)·√(r_i r_j) with n̂
+the noisy table totals (released) and r = n/n̂ (≈ 1). Within a table N = n exactly; across tables
+min(n̂_i, n̂_j) is exact when one table's rows contain the other's and an upper bound otherwise (it
+errs towards treating tables as more redundant). The form is smooth in n (a plain min(n_i, n_j) has
+kinks that stall the optimiser) and keeps N ∘ Cov positive semi-definite (a Hadamard product of
+PSD matrices).
 The discrete Gaussian noise has variance slightly below σ²; the likelihood uses σ². Prior: θ ~
-N(0, prior_sd² I) (paper: 10); each n gets the scale-invariant prior p(n) ∝ 1/n.
+N(0, prior_sd² I) (paper: 10); each log n gets N(log n₀, 5²) around the released total n₀: as
+vague as the scale-invariant p(n) ∝ 1/n wherever n is well measured, but proper, so the posterior
+has a mode even when the noisy totals of a tiny table are near or below 0 (where p ∝ 1/n is not).
 
 **Posterior.** All three start from the Laplace approximation: mode by Fisher scoring, finished by
 L-BFGS preconditioned with the Fisher information (restarts from perturbed starts when it diverges),
@@ -101,6 +107,7 @@ from .mst import Measurement, measure_marginals, mst_select
 
 DTYPE = torch.float64
 INFERENCE = ("laplace", "mcmc", "slice")
+LOG_N_PRIOR_SD = 5.0  # prior sd of log n around the released total (see the module docstring)
 #: chains, warm-up iterations, kept draws per chain, thinning: HMC ("mcmc") and elliptical slice ("slice")
 MCMC_DEFAULTS = {"mcmc": (4, 150, 100, 1), "slice": (20, 20, 8, 2)}
 MISSING_MODES = ("available-case", "level")
@@ -145,6 +152,8 @@ class NoiseAwareLikelihood:
             s.append(max(math.sqrt(1.0 / w.sum()), math.sqrt(est)) / est)
         self.n0 = torch.as_tensor(n0, dtype=DTYPE)
         self.scale = torch.as_tensor(s, dtype=DTYPE)
+        self.n0_cell = self.n0[self.group_of_cell]
+        self.n0_overlap = torch.minimum(self.n0_cell[:, None], self.n0_cell[None, :])
         self.prior_sd = float(prior_sd)
         self.dim = self.D + self.G
 
@@ -158,7 +167,8 @@ class NoiseAwareLikelihood:
         n_cell = self.counts(x)[..., self.group_of_cell]
         mu, second = self.model.moments(theta)
         cov = second - mu.unsqueeze(-1) * mu.unsqueeze(-2)
-        overlap = torch.minimum(n_cell.unsqueeze(-1), n_cell.unsqueeze(-2))
+        root = torch.sqrt(n_cell / self.n0_cell)
+        overlap = self.n0_overlap * root.unsqueeze(-1) * root.unsqueeze(-2)
         v = overlap * cov + torch.diag(self.sigma2)
         chol, info = torch.linalg.cholesky_ex(v)
         bad = info != 0
@@ -175,9 +185,10 @@ class NoiseAwareLikelihood:
         return self._terms(x)[0]
 
     def log_prior(self, x: torch.Tensor) -> torch.Tensor:
-        """N(0, prior_sd²) on θ; p(n) ∝ 1/n, i.e. flat in v."""
+        """N(0, prior_sd²) on θ; log n_g ~ N(log n0_g, LOG_N_PRIOR_SD²), i.e. s_g·v_g ~ N(0, 5²)."""
         theta = x[..., :self.D]
-        return -0.5 * (theta ** 2).sum(-1) / self.prior_sd ** 2
+        logn = self.scale * x[..., self.D:]
+        return -0.5 * (theta ** 2).sum(-1) / self.prior_sd ** 2 - 0.5 * (logn ** 2).sum(-1) / LOG_N_PRIOR_SD ** 2
 
     def log_posterior(self, x: torch.Tensor) -> torch.Tensor:
         return self.log_likelihood(x) + self.log_prior(x)
@@ -228,7 +239,8 @@ class NoiseAwareLikelihood:
         but not of ∇. Returns (x, F at x); the Laplace step finishes with L-BFGS preconditioned by F."""
         x = x0.detach().clone()
         can = self.model.canonical_index
-        prior = torch.cat([torch.full((self.D,), self.prior_sd ** -2, dtype=DTYPE), torch.zeros(self.G, dtype=DTYPE)])
+        prior = torch.cat([torch.full((self.D,), self.prior_sd ** -2, dtype=DTYPE),
+                           self.scale ** 2 / LOG_N_PRIOR_SD ** 2])
         onehot = torch.nn.functional.one_hot(self.group_of_cell, self.G).to(DTYPE)
         for _ in range(max_iter):
             xr = x.clone().requires_grad_(True)

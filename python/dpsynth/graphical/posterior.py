@@ -77,7 +77,8 @@ def laplace_approximation(log_prob: Callable, x0: torch.Tensor, *, max_iter: int
     L-BFGS runs from ``x0`` unless its gradient is already below ``grad_tol`` (max-norm); at the
     point reached, the Hessian H of −log p must be positive definite and the Newton decrement
     gᵀH⁻¹g (twice the log-density still to gain, to second order) below ``decrement_tol`` after
-    up to three Newton corrections with that H; otherwise the search restarts from a perturbed start.
+    up to ten backtracking Newton corrections with that H; otherwise the search restarts from a
+    perturbed start.
     ``precondition``: a matrix S; L-BFGS then runs on z with x = x0 + S z (S Sᵀ ≈ the inverse
     Hessian makes the problem well conditioned), and restarts perturb z by N(0, restart_scale²)."""
     t0 = time.perf_counter()
@@ -106,16 +107,20 @@ def laplace_approximation(log_prob: Callable, x0: torch.Tensor, *, max_iter: int
         chol_prec, info = torch.linalg.cholesky_ex(hess)
         if int(info) != 0:
             continue  # not a maximum: restart
-        for _ in range(3):  # Newton corrections with the Hessian at x
+        for _ in range(10):  # Newton corrections with the Hessian at x, backtracking
             step = torch.cholesky_solve(g[:, None], chol_prec).squeeze(-1)
-            decrement = float(g @ step)
-            if decrement < 1e-8:
+            if float(g @ step) < 1e-8:
                 break
-            lp_new, g_new = _value_and_grad(log_prob, x + step)
-            evals += 1
-            if not (bool(torch.isfinite(lp_new)) and float(lp_new) >= float(lp) - 1e-9):
+            t = 1.0
+            while t > 1e-4:
+                lp_new, g_new = _value_and_grad(log_prob, x + t * step)
+                evals += 1
+                if bool(torch.isfinite(lp_new)) and float(lp_new) >= float(lp) - 1e-9:
+                    break
+                t *= 0.5
+            else:
                 break
-            x, lp, g = x + step, lp_new, g_new
+            x, lp, g = x + t * step, lp_new, g_new
         decrement = float(g @ torch.cholesky_solve(g[:, None], chol_prec).squeeze(-1))
         if decrement > decrement_tol:
             continue

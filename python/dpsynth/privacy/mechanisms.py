@@ -2,6 +2,10 @@
 these functions, which (1) charge the ledger *before* drawing noise, and (2) pass the exact value
 and its declared sensitivity to any active :func:`record_noise_inputs` recorder, so that the
 neighbour tests (run on D and D' with the same seed) can check |value(D) − value(D')| ≤ sensitivity.
+Under :func:`replay_noise_outputs` each primitive still draws its noise but releases the output
+recorded on D instead, so that D' follows D's transcript: adaptive steps (structure selection,
+every DP-SGD step after the first) are then checked given the same past outputs, which is what
+adaptive composition needs.
 
 - :func:`laplace_counts`: discrete Laplace on integer counts, ε = Δ₁/scale (Ghosh et al. 2009).
 - :func:`gaussian_counts`: discrete Gaussian on integer counts, ρ = Δ₂²/(2σ²) (CKS 2020), or (ε, δ)
@@ -34,6 +38,7 @@ from .rng import NoiseSource
 
 # --------------------------------------------------------------------- grey-box recording
 _RECORDERS: list = []
+_REPLAYS: list = []
 
 
 @dataclass
@@ -43,6 +48,8 @@ class NoiseCall:
     value: np.ndarray
     sensitivity: float
     norm: str  # "L1", "L2" or "Linf" (exponential mechanism scores)
+    output: object = None  # what was released (None until released, or for primitives that release later)
+    logits: np.ndarray | None = None  # exponential mechanism: log-probabilities up to a constant, ε·q/(2Δ)
 
 
 class NoiseRecorder:
@@ -67,12 +74,80 @@ def record_noise_inputs():
         _RECORDERS.remove(rec)
 
 
-def _observe(step, mechanism, value, sensitivity, norm):
+class ReplayStopped(Exception):
+    """Raised inside a fit run under :func:`replay_noise_outputs` with ``stop_at`` when the noise
+    call number ``stop_at`` has been recorded (its value is known; nothing after it runs)."""
+
+
+class _Replay:
+    def __init__(self, outputs, stop_at):
+        self.outputs = list(outputs)
+        self.stop_at = stop_at
+        self.calls = 0
+
+
+@contextlib.contextmanager
+def replay_noise_outputs(outputs, stop_at: int | None = None):
+    """Within the block, noise call i (counted from 0) releases ``outputs[i]`` instead of its own
+    noisy value when ``i < len(outputs)`` and ``outputs[i]`` is not None; the noise is still drawn, so
+    the random streams stay in step. With ``stop_at``, call number ``stop_at`` is recorded and then
+    :class:`ReplayStopped` is raised (and swallowed on leaving the block).
+
+    Used by the grey-box neighbour tests: ``with record_noise_inputs() as rec,
+    replay_noise_outputs([c.output for c in base.calls]): gen.fit(d2, schema, seed=s)``."""
+    rp = _Replay(outputs, stop_at)
+    _REPLAYS.append(rp)
+    try:
+        yield rp
+    except ReplayStopped:
+        pass
+    finally:
+        _REPLAYS.remove(rp)
+
+
+def _observe(step, mechanism, value, sensitivity, norm, logits=None):
+    """Report a value about to be handed to noise; returns a token for :func:`_release`."""
+    call = None
     if _RECORDERS:
         v = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
-        call = NoiseCall(step, mechanism, np.array(v, dtype=float, copy=True), float(sensitivity), norm)
+        call = NoiseCall(step, mechanism, np.array(v, dtype=float, copy=True), float(sensitivity), norm,
+                         logits=None if logits is None else np.array(logits, dtype=float, copy=True))
         for r in _RECORDERS:
             r.calls.append(call)
+    index = None
+    if _REPLAYS:
+        rp = _REPLAYS[-1]
+        index = rp.calls
+        rp.calls += 1
+        if rp.stop_at is not None and index >= rp.stop_at:
+            raise ReplayStopped(step)
+    return call, index
+
+
+def _release(token, output):
+    """Record the released ``output`` of the call behind ``token``; under replay return the
+    recorded output of that call instead (same type, shape and dtype as ``output``)."""
+    call, index = token
+    if index is not None:
+        rp = _REPLAYS[-1]
+        if index < len(rp.outputs) and rp.outputs[index] is not None:
+            forced = rp.outputs[index]
+            if hasattr(output, "detach"):
+                import torch
+
+                output = torch.as_tensor(np.asarray(forced), dtype=output.dtype).reshape(output.shape)
+            elif isinstance(output, (int, np.integer)):
+                output = int(forced)
+            else:
+                forced = np.asarray(forced)
+                if forced.shape != np.shape(output):
+                    raise AssertionError(f"replay diverged at {call.step if call else index}: shape "
+                                         f"{np.shape(output)} vs recorded {forced.shape}")
+                output = forced.astype(np.asarray(output).dtype)
+    if call is not None:
+        o = output.detach().cpu().numpy() if hasattr(output, "detach") else output
+        call.output = o if isinstance(o, int) else np.array(o, copy=True)
+    return output
 
 
 def distance(a: np.ndarray, b: np.ndarray, norm: str) -> float:
@@ -104,13 +179,14 @@ def laplace_counts(counts, *, epsilon: float, sensitivity: float, ledger: Privac
     sensitivity = _check_sensitivity(sensitivity)
     ledger.spend(step, "discrete Laplace", epsilon=epsilon, sensitivity=sensitivity, relation=relation,
                  norm="L1", note=note, attributes=attributes)
-    _observe(step, "discrete Laplace", counts, sensitivity, "L1")
-    return counts.astype(np.int64) + source.discrete_laplace(sensitivity / epsilon, counts.shape)
+    token = _observe(step, "discrete Laplace", counts, sensitivity, "L1")
+    return _release(token, counts.astype(np.int64) + source.discrete_laplace(sensitivity / epsilon, counts.shape))
 
 
 def _charge_gaussian(mechanism, value, sensitivity, ledger, step, relation, rho, epsilon, delta, note):
     """σ of a Gaussian mechanism given ρ (σ = Δ₂/√(2ρ)) or (ε, δ) (analytic calibration); charges the
-    ledger and reports the value to the recorder. Returns (σ, checked sensitivity)."""
+    ledger and reports the value to the recorder. Returns (σ, checked sensitivity, token for
+    :func:`_release`)."""
     sensitivity = _check_sensitivity(sensitivity)
     if rho is not None:
         sigma = zcdp_gaussian_sigma(rho, sensitivity)
@@ -119,8 +195,8 @@ def _charge_gaussian(mechanism, value, sensitivity, ledger, step, relation, rho,
         sigma = gaussian_sigma(epsilon, delta, sensitivity)
         ledger.spend(step, mechanism, epsilon=epsilon, delta=delta, sensitivity=sensitivity, relation=relation,
                      norm="L2", note=note)
-    _observe(step, mechanism, value, sensitivity, "L2")
-    return sigma, sensitivity
+    token = _observe(step, mechanism, value, sensitivity, "L2")
+    return sigma, sensitivity, token
 
 
 def gaussian_counts(counts, *, sensitivity: float, ledger: PrivacyLedger, source: NoiseSource, step: str,
@@ -131,9 +207,9 @@ def gaussian_counts(counts, *, sensitivity: float, ledger: PrivacyLedger, source
     counts = np.asarray(counts)
     if not np.issubdtype(counts.dtype, np.integer):
         raise TypeError("gaussian_counts needs integer counts; use gaussian_values for real values")
-    sigma, sensitivity = _charge_gaussian("discrete Gaussian", counts, sensitivity, ledger, step, relation, rho,
-                                          epsilon, delta, note)
-    return counts.astype(np.int64) + source.discrete_gaussian(sigma, counts.shape), sigma
+    sigma, sensitivity, token = _charge_gaussian("discrete Gaussian", counts, sensitivity, ledger, step, relation,
+                                                 rho, epsilon, delta, note)
+    return _release(token, counts.astype(np.int64) + source.discrete_gaussian(sigma, counts.shape)), sigma
 
 
 # --------------------------------------------------------------------- real values (float noise)
@@ -143,30 +219,30 @@ def laplace_values(values, *, epsilon: float, sensitivity: float, ledger: Privac
     sensitivity = _check_sensitivity(sensitivity)
     ledger.spend(step, "Laplace (float)", epsilon=epsilon, sensitivity=sensitivity, relation=relation,
                  norm="L1", note=note)
-    _observe(step, "Laplace (float)", values, sensitivity, "L1")
+    token = _observe(step, "Laplace (float)", values, sensitivity, "L1")
     scale = sensitivity / epsilon
     if hasattr(values, "detach"):
         import torch
 
         u = torch.rand(values.shape, generator=source.torch_generator(), dtype=values.dtype) - 0.5
-        return values - scale * torch.sign(u) * torch.log1p(-2 * u.abs())
+        return _release(token, values - scale * torch.sign(u) * torch.log1p(-2 * u.abs()))
     values = np.asarray(values, dtype=float)
-    return values + source.laplace(scale, values.shape)
+    return _release(token, values + source.laplace(scale, values.shape))
 
 
 def gaussian_values(values, *, sensitivity: float, ledger: PrivacyLedger, source: NoiseSource, step: str,
                     relation: str, rho: float | None = None, epsilon: float | None = None,
                     delta: float | None = None, note: str = ""):
     """values + N(0, σ²) float noise; returns (noisy, σ). ``rho`` or (``epsilon``, ``delta``)."""
-    sigma, sensitivity = _charge_gaussian("Gaussian (float)", values, sensitivity, ledger, step, relation, rho,
-                                          epsilon, delta, note)
+    sigma, sensitivity, token = _charge_gaussian("Gaussian (float)", values, sensitivity, ledger, step, relation,
+                                                 rho, epsilon, delta, note)
     if hasattr(values, "detach"):
         import torch
 
-        return values + sigma * torch.randn(values.shape, generator=source.torch_generator(),
-                                            dtype=values.dtype), sigma
+        return _release(token, values + sigma * torch.randn(values.shape, generator=source.torch_generator(),
+                                                            dtype=values.dtype)), sigma
     values = np.asarray(values, dtype=float)
-    return values + source.gaussian(sigma, values.shape), sigma
+    return _release(token, values + source.gaussian(sigma, values.shape)), sigma
 
 
 # --------------------------------------------------------------------- selection
@@ -189,12 +265,13 @@ def exponential_mechanism(scores, *, epsilon: float | None = None, sensitivity: 
     else:
         ledger.spend(step, "exponential mechanism", epsilon=epsilon, sensitivity=sensitivity, relation=relation,
                      norm="Linf", note=note, attributes=attributes)
-    _observe(step, "exponential mechanism", q, sensitivity, "Linf")
+    logits = epsilon * q / (2.0 * sensitivity)
+    token = _observe(step, "exponential mechanism", q, sensitivity, "Linf", logits=logits)
     if q.size == 1:
-        return 0
+        return _release(token, 0)
     if source.exact_os_entropy and rho is None:
-        return _opendp_noisy_max(q, scale=2.0 * sensitivity / epsilon)
-    return int(np.argmax(epsilon * q / (2.0 * sensitivity) + source.gumbel(q.size)))
+        return _release(token, _opendp_noisy_max(q, scale=2.0 * sensitivity / epsilon))
+    return _release(token, int(np.argmax(logits + source.gumbel(q.size))))
 
 
 def _opendp_noisy_max(q: np.ndarray, scale: float) -> int:
