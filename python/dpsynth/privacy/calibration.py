@@ -74,8 +74,10 @@ def cdp_delta(rho: float, epsilon: float) -> float:
     if rho == 0:
         return 0.0
     amin, amax = 1.01, (epsilon + 1) / (2 * rho) + 2
-    for _ in range(1000):
+    for _ in range(1000):  # stops when the interval can no longer be halved in floating point
         alpha = (amin + amax) / 2
+        if alpha in (amin, amax):
+            break
         deriv = (2 * alpha - 1) * rho - epsilon + math.log1p(-1.0 / alpha)
         if deriv < 0:
             amin = alpha
@@ -94,8 +96,10 @@ def cdp_eps(rho: float, delta: float) -> float:
     if rho == 0:
         return 0.0
     lo, hi = 0.0, rho + 2 * math.sqrt(rho * math.log(1 / delta))  # the standard bound is an upper bound
-    for _ in range(1000):
+    for _ in range(1000):  # stops when the interval can no longer be halved in floating point
         mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            break
         if cdp_delta(rho, mid) <= delta:
             hi = mid
         else:
@@ -112,8 +116,10 @@ def cdp_rho(epsilon: float, delta: float) -> float:
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta, allow_zero=False)
     lo, hi = 0.0, epsilon + 1
-    for _ in range(1000):
+    for _ in range(1000):  # stops when the interval can no longer be halved in floating point
         mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            break
         if cdp_delta(mid, epsilon) <= delta:
             lo = mid
         else:

@@ -80,22 +80,24 @@ class ReplayStopped(Exception):
 
 
 class _Replay:
-    def __init__(self, outputs, stop_at):
+    def __init__(self, outputs, stop_at, stop_when):
         self.outputs = list(outputs)
         self.stop_at = stop_at
+        self.stop_when = stop_when
         self.calls = 0
 
 
 @contextlib.contextmanager
-def replay_noise_outputs(outputs, stop_at: int | None = None):
+def replay_noise_outputs(outputs=(), stop_at: int | None = None, stop_when=None):
     """Within the block, noise call i (counted from 0) releases ``outputs[i]`` instead of its own
     noisy value when ``i < len(outputs)`` and ``outputs[i]`` is not None; the noise is still drawn, so
     the random streams stay in step. With ``stop_at``, call number ``stop_at`` is recorded and then
-    :class:`ReplayStopped` is raised (and swallowed on leaving the block).
+    :class:`ReplayStopped` is raised (and swallowed on leaving the block); ``stop_when(step, mechanism)``
+    does the same for the first call for which it returns True.
 
     Used by the grey-box neighbour tests: ``with record_noise_inputs() as rec,
     replay_noise_outputs([c.output for c in base.calls]): gen.fit(d2, schema, seed=s)``."""
-    rp = _Replay(outputs, stop_at)
+    rp = _Replay(outputs, stop_at, stop_when)
     _REPLAYS.append(rp)
     try:
         yield rp
@@ -119,7 +121,8 @@ def _observe(step, mechanism, value, sensitivity, norm, logits=None):
         rp = _REPLAYS[-1]
         index = rp.calls
         rp.calls += 1
-        if rp.stop_at is not None and index >= rp.stop_at:
+        if (rp.stop_at is not None and index >= rp.stop_at) or (rp.stop_when is not None
+                                                                 and rp.stop_when(step, mechanism)):
             raise ReplayStopped(step)
     return call, index
 
