@@ -73,19 +73,24 @@ def cdp_delta(rho: float, epsilon: float) -> float:
         raise ValueError("rho and epsilon must be non-negative")
     if rho == 0:
         return 0.0
-    amin, amax = 1.01, (epsilon + 1) / (2 * rho) + 2
-    for _ in range(1000):  # stops when the interval can no longer be halved in floating point
-        alpha = (amin + amax) / 2
-        if alpha in (amin, amax):
-            break
-        deriv = (2 * alpha - 1) * rho - epsilon + math.log1p(-1.0 / alpha)
-        if deriv < 0:
-            amin = alpha
-        else:
-            amax = alpha
+    amin, amax = _bisect(lambda a: (2 * a - 1) * rho - epsilon + math.log1p(-1.0 / a) < 0,
+                         1.01, (epsilon + 1) / (2 * rho) + 2)
     alpha = (amin + amax) / 2
     delta = math.exp((alpha - 1) * (alpha * rho - epsilon) + alpha * math.log1p(-1 / alpha)) / (alpha - 1.0)
     return min(delta, 1.0)
+
+
+def _bisect(ok, lo: float, hi: float) -> tuple[float, float]:
+    """Shrink [lo, hi] around the boundary of a monotone predicate (``ok(lo)`` true, ``ok(hi)`` false),
+    until the interval cannot be halved in floating point."""
+    while True:
+        mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            return lo, hi
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
 
 
 def cdp_eps(rho: float, delta: float) -> float:
@@ -95,16 +100,8 @@ def cdp_eps(rho: float, delta: float) -> float:
         raise ValueError("rho must be non-negative")
     if rho == 0:
         return 0.0
-    lo, hi = 0.0, rho + 2 * math.sqrt(rho * math.log(1 / delta))  # the standard bound is an upper bound
-    for _ in range(1000):  # stops when the interval can no longer be halved in floating point
-        mid = (lo + hi) / 2
-        if mid in (lo, hi):
-            break
-        if cdp_delta(rho, mid) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    upper = rho + 2 * math.sqrt(rho * math.log(1 / delta))  # the standard bound is an upper bound
+    return _bisect(lambda e: cdp_delta(rho, e) > delta, 0.0, upper)[1]
 
 
 def cdp_rho(epsilon: float, delta: float) -> float:
@@ -115,16 +112,7 @@ def cdp_rho(epsilon: float, delta: float) -> float:
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta, allow_zero=False)
-    lo, hi = 0.0, epsilon + 1
-    for _ in range(1000):  # stops when the interval can no longer be halved in floating point
-        mid = (lo + hi) / 2
-        if mid in (lo, hi):
-            break
-        if cdp_delta(mid, epsilon) <= delta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return _bisect(lambda r: cdp_delta(r, epsilon) <= delta, 0.0, epsilon + 1)[0]
 
 
 # ------------------------------------------------------------------ RDP (opacus)
