@@ -22,6 +22,22 @@ class SynthResult:
     def m(self) -> int:
         return len(self.datasets)
 
+    @property
+    def diagnostics(self) -> dict:
+        """The generator's fit diagnostics (plain numbers and strings; empty when it reports none).
+        NAPSU-MQ: posterior dimension, Laplace restarts, split R̂ and bulk ESS over θ and over the
+        released cells' probabilities (``rhat_max_cells``, ``ess_bulk_min_cells``), seconds. They
+        are computed from the posterior, i.e. from released values only: post-processing."""
+        raw = getattr(self.generator, "diagnostics_", None) or {}
+        out = {}
+        for k, v in raw.items():
+            if isinstance(v, (bool, str)):
+                out[k] = v
+            elif isinstance(v, (int, float)) or hasattr(v, "item"):
+                v = v.item() if hasattr(v, "item") else v
+                out[k] = int(v) if isinstance(v, int) else float(v)
+        return out
+
     def to_csv(self, directory: str | os.PathLike) -> list[Path]:
         """Write ``synthetic_1.csv`` … ``synthetic_m.csv`` and ``ledger.csv`` atomically."""
         d = Path(directory)

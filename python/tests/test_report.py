@@ -41,6 +41,24 @@ def test_analyst_report_content(tmp_path, small):
     assert [f.name for f in tmp_path.iterdir()] == ["report.html"]  # written atomically, no temp left
 
 
+def test_analyst_report_shows_posterior_diagnostics(tmp_path, small):
+    """A noise-aware generator's R̂ / ESS reach the analyst (they are post-processing of released
+    values); slow mixing is spelled out; a generator without diagnostics gets no such section."""
+    df, schema, res = small
+    assert res.diagnostics == {}
+    text = analyst_report(res, FORMULA, family="binomial", path=tmp_path / "a.html").read_text()
+    assert "Posterior diagnostics" not in text
+    napsu = dpsynth.synthesize(df, schema, "napsu-mq", epsilon=2.0, delta=1e-6, m=4, seed=2,
+                               queries=[("x", "y"), ("g", "y")])
+    diag = napsu.diagnostics
+    assert diag["inference"] == "slice" and 1.0 <= diag["rhat_max_cells"] < 10 and diag["ess_bulk_min_cells"] > 0
+    text = analyst_report(napsu, "y ~ g", family="binomial", path=tmp_path / "b.html").read_text()
+    assert "Posterior diagnostics" in text and "rhat_max_cells" in text
+    napsu.generator.diagnostics_["rhat_max_cells"] = 3.5
+    text = analyst_report(napsu, "y ~ g", family="binomial", path=tmp_path / "c.html").read_text()
+    assert "mixed slowly" in text and "3.50" in text
+
+
 def test_holder_report_is_marked_private(tmp_path, small):
     df, schema, res = small
     p = holder_report(df, res, schema, FORMULA, family="binomial", path=tmp_path / "holder.html", target="y")

@@ -66,8 +66,8 @@ schema_to_py <- function(schema) {
 #'   a path to a schema JSON file.
 #' @param ... Further options passed to `dpsynth.synthesize`.
 #' @return An object of class `dpsynth_synds`: a list with `syn` (list of `m`
-#'   data.frames), `m`, `method`, `call`, `epsilon`, `delta`, `seed` and
-#'   `ledger` (see [dp_ledger()]).
+#'   data.frames), `m`, `method`, `call`, `epsilon`, `delta`, `seed`,
+#'   `ledger` (see [dp_ledger()]) and `diagnostics` (see [dp_diagnostics()]).
 #' @examplesIf dpsynthr:::python_available()
 #' adult <- dp_dataset("adult")
 #' s <- dp_synthesize(adult, "independent", epsilon = 1, m = 2, seed = 1)
@@ -89,8 +89,51 @@ dp_synthesize <- function(data, method, epsilon, delta = NULL, m = 1, seed = NUL
   structure(list(syn = reticulate::iterate(datasets, pandas_to_r, simplify = FALSE),
                  m = as.integer(m), method = method, call = call,
                  epsilon = epsilon, delta = delta, seed = seed,
-                 ledger = ledger_to_r(res$ledger)),
+                 ledger = ledger_to_r(res$ledger),
+                 diagnostics = diagnostics_to_r(res)),
             class = "dpsynth_synds")
+}
+
+# the generator's diagnostics dict -> named list (through JSON: numpy scalars do not convert)
+diagnostics_to_r <- function(res) {
+  json <- reticulate::import("json", convert = FALSE)
+  out <- jsonlite::fromJSON(reticulate::py_to_r(json$dumps(res$diagnostics)), simplifyVector = TRUE)
+  if (length(out)) out else list()
+}
+
+#' Posterior diagnostics of a synthesis
+#'
+#' Noise-aware generators (`"napsu-mq"`) report how their posterior was
+#' explored: the posterior dimension, Laplace restarts, and for the samplers
+#' the largest split R-hat and smallest bulk ESS over the parameters and over
+#' the released cells' probabilities (`rhat_max_cells`, `ess_bulk_min_cells`:
+#' what the synthetic data depend on), and seconds. They are computed from
+#' released values only. R-hat above 1.1 means the chains mixed slowly: each
+#' data set uses the last state of a different chain, so compare with a second
+#' run before relying on fine differences.
+#'
+#' @param x A `dpsynth_synds` object from [dp_synthesize()].
+#' @return A data.frame with columns `diagnostic` and `value` (character);
+#'   no rows for generators that report none.
+#' @examplesIf dpsynthr:::python_available()
+#' d <- data.frame(g = factor(sample(c("a", "b"), 300, TRUE)),
+#'                 y = factor(sample(c("no", "yes"), 300, TRUE)))
+#' schema <- list(g = list(type = "categorical", categories = c("a", "b")),
+#'                y = list(type = "categorical", categories = c("no", "yes")))
+#' s <- dp_synthesize(d, "napsu-mq", epsilon = 1, delta = 1e-6, m = 2, seed = 1,
+#'                    schema = schema)
+#' dp_diagnostics(s)
+#' @export
+dp_diagnostics <- function(x) {
+  if (!inherits(x, "dpsynth_synds")) stop("`x` must be a dpsynth_synds object", call. = FALSE)
+  diagnostics_frame(x$diagnostics)
+}
+
+diagnostics_frame <- function(d) {
+  if (!length(d)) return(data.frame(diagnostic = character(), value = character()))
+  data.frame(diagnostic = names(d),
+             value = vapply(d, function(v) if (is.numeric(v)) format(signif(v, 4)) else as.character(v), ""),
+             row.names = NULL, stringsAsFactors = FALSE)
 }
 
 # Python number -> R double (numpy scalars included: reticulate 1.28 cannot
@@ -139,6 +182,12 @@ print.dpsynth_synds <- function(x, ...) {
   cat(sprintf("Privacy spent: epsilon = %s, delta = %s (budget epsilon = %s; see dp_ledger())\n",
               format(attr(x$ledger, "total_epsilon")), format(attr(x$ledger, "total_delta")),
               format(x$epsilon)))
+  rhat <- x$diagnostics$rhat_max_cells
+  if (is.numeric(rhat) && !is.na(rhat)) {
+    cat(sprintf("Posterior sampler: largest split R-hat of the cells' probabilities %.3g%s (see dp_diagnostics())
+",
+                rhat, if (rhat > 1.1) " -- the chains mixed slowly" else ""))
+  }
   if (length(x$syn)) {
     cat("Synthetic data: ", nrow(x$syn[[1]]), " rows x ", ncol(x$syn[[1]]), " columns\n\n",
         "First rows of synthesised data set 1: ($syn[[1]])\n", sep = "")

@@ -80,3 +80,23 @@ test_that("dp_dataset attaches the public schema", {
   }
   expect_gt(sum(is.na(adult)), 0)
 })
+
+test_that("dp_diagnostics reports the noise-aware sampler's R-hat and ESS", {
+  skip_if_no_engine()
+  set.seed(4)
+  d <- data.frame(sex = factor(sample(c("F", "M"), 300, TRUE), levels = c("F", "M", "X")),
+                  age = round(runif(300, 18, 90)))
+  d$age[1:20] <- NA
+  s <- dp_synthesize(d, "napsu-mq", epsilon = 2, delta = 1e-6, m = 3, seed = 2, schema = toy_schema)
+  diag <- dp_diagnostics(s)
+  expect_s3_class(diag, "data.frame")
+  expect_identical(names(diag), c("diagnostic", "value"))
+  expect_true(all(c("inference", "rhat_max_cells", "ess_bulk_min_cells") %in% diag$diagnostic))
+  expect_identical(diag$value[diag$diagnostic == "inference"], "slice")
+  rhat <- s$diagnostics$rhat_max_cells
+  expect_true(is.numeric(rhat) && rhat >= 1 && rhat < 10)
+  expect_output(print(s), "split R-hat of the cells' probabilities")
+  plain <- dp_synthesize(d, "independent", epsilon = 1, m = 1, seed = 3, schema = toy_schema)
+  expect_identical(nrow(dp_diagnostics(plain)), 0L)
+  expect_error(dp_diagnostics(list()), "dpsynth_synds")
+})

@@ -36,3 +36,20 @@ test_that("dp_report fits the model when given the synthetic data", {
   expect_true(contains(html, "lm|glm"))
   expect_true(contains(html, "Generator</td>\\s*<td>test", perl = TRUE))
 })
+
+test_that("dp_report shows the posterior diagnostics of a noise-aware synthesis", {
+  skip_if_no_engine()
+  skip_if_not_installed("rmarkdown")
+  skip_if_not(rmarkdown::pandoc_available(), "pandoc not available")
+  set.seed(5)
+  d <- data.frame(g = factor(sample(c("a", "b"), 300, TRUE), levels = c("a", "b")),
+                  y = factor(sample(c("no", "yes"), 300, TRUE), levels = c("no", "yes")))
+  schema <- list(g = list(type = "categorical", categories = c("a", "b")),
+                 y = list(type = "categorical", categories = c("no", "yes")))
+  s <- dp_synthesize(d, "napsu-mq", epsilon = 2, delta = 1e-6, m = 3, seed = 1, schema = schema)
+  file <- tempfile(fileext = ".html")
+  dp_report(s, y ~ g, family = binomial, file = file)
+  html <- paste(readLines(file, warn = FALSE), collapse = "\n")
+  expect_true(contains(html, "Posterior diagnostics", fixed = TRUE))
+  expect_true(contains(html, "rhat_max_cells", fixed = TRUE))
+})
