@@ -10,6 +10,20 @@ def adult():
     return dpsynth.load_dataset("adult")
 
 
+@pytest.fixture(scope="session")
+def adult_mcar_8000(adult):
+    """8,000 complete Adult rows, the same rows with 20 % MCAR cells, the schema, and the 2-way TVD
+    of uniform noise to the complete rows (the yardstick of the slow quality tests)."""
+    from dpsynth import metrics, missing
+
+    df, schema = adult
+    truth = df.dropna().sample(n=8000, random_state=0).reset_index(drop=True)
+    masked = missing.ampute(truth, mechanism="MCAR", p=0.2, seed=1)
+    rng = np.random.default_rng(0)
+    uniform = schema.decode(np.column_stack([rng.integers(0, k, 8000) for k in schema.domain_sizes]), rng)
+    return truth, masked, schema, metrics.tvd(truth, uniform, schema, k=2)
+
+
 @pytest.fixture
 def toy():
     """A small table with missing values in each kind of column."""

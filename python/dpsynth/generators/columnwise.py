@@ -61,13 +61,13 @@ from ..marginals import count_with_missing, observed_mask
 from ..privacy import laplace_counts
 from ..schema import MISSING
 from .base import Generator
-from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, check_positive_float, check_positive_int, check_share, draw_rows,
-                    numeric_values, poisson_indices, step_rng, torch_seeded, torch_threads, values_in_bins)
+from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, TorchFit, check_positive_float, check_positive_int, check_share,
+                    draw_rows, numeric_values, poisson_indices, step_rng, values_in_bins)
 
 FIT_STEP = "column models (DP-SGD)"
 
 
-class ColumnwiseSynth(Generator):
+class ColumnwiseSynth(TorchFit, Generator):
     """Kamino-style column-wise synthesiser; ``impute=True`` is KaminoI (see module docstring).
 
     Parameters: ``epsilon``, ``delta`` (required); ``impute``; ``order`` (None: by decreasing DP
@@ -107,11 +107,7 @@ class ColumnwiseSynth(Generator):
         self.num_threads = check_positive_int(num_threads, "num_threads")
 
     # ------------------------------------------------------------------ fitting
-    def _fit(self, codes, data, source):
-        with torch_threads(self.num_threads), torch_seeded(source.numpy.integers(0, 2**62)):
-            self._fit_models(codes, data, source)
-
-    def _fit_models(self, codes, data, source):
+    def _fit_torch(self, codes, data, source):
         import torch
 
         schema = self.schema_

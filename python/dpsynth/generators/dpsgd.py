@@ -94,6 +94,18 @@ def torch_seeded(seed: int):
         yield
 
 
+class TorchFit:
+    """Mixin for the torch generators: ``fit`` runs :meth:`_fit_torch` with ``self.num_threads``
+    torch threads and torch's global random state seeded from the noise source (restored after)."""
+
+    def _fit(self, codes, data, source):
+        with torch_threads(self.num_threads), torch_seeded(source.numpy.integers(0, 2**62)):
+            self._fit_torch(codes, data, source)
+
+    def _fit_torch(self, codes, data, source):
+        raise NotImplementedError
+
+
 def check_positive_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -467,6 +479,6 @@ def values_in_bins(col, codes: np.ndarray, rng: np.random.Generator) -> np.ndarr
     return np.where(codes == MISSING, np.nan, x)
 
 
-__all__ = ["SGMPlan", "DPSGD", "DPSGD_MECHANISM", "MixedEncoder", "Block", "clipped_gradient_sum",
+__all__ = ["SGMPlan", "DPSGD", "TorchFit", "DPSGD_MECHANISM", "MixedEncoder", "Block", "clipped_gradient_sum",
            "mlp_clipped_gradient_sum", "poisson_indices", "step_rng", "split_params", "torch_threads", "torch_seeded",
            "draw_rows", "numeric_range", "numeric_values", "values_in_bins"]

@@ -71,8 +71,8 @@ from torch import nn
 from ..privacy import laplace_counts
 from ..schema import MISSING
 from .base import Generator
-from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, check_positive_float, check_positive_int, check_share, draw_rows,
-                    poisson_indices, split_params, step_rng, torch_seeded, torch_threads)
+from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, TorchFit, check_positive_float, check_positive_int, check_share,
+                    draw_rows, poisson_indices, split_params, step_rng)
 
 FIT_STEP = "critics (DP-SGD)"
 
@@ -147,7 +147,7 @@ def critic_row_loss(d_x, d_m, lam: float):
     return loss
 
 
-class DPMisGAN(Generator):
+class DPMisGAN(TorchFit, Generator):
     """MisGAN with DP-SGD critics (see module docstring for the privacy proof).
 
     Parameters: ``epsilon``, ``delta`` (required); ``epochs`` (expected passes over the rows, in
@@ -196,11 +196,7 @@ class DPMisGAN(Generator):
         self.num_threads = check_positive_int(num_threads, "num_threads")
 
     # ------------------------------------------------------------------ fitting
-    def _fit(self, codes, data, source):
-        with torch_threads(self.num_threads), torch_seeded(source.numpy.integers(0, 2**62)):
-            self._train(codes, data, source)
-
-    def _train(self, codes, data, source):
+    def _fit_torch(self, codes, data, source):
         schema = self.schema_
         d = len(schema.names)
         enc = MixedEncoder(schema, numeric="binned")

@@ -11,5 +11,5 @@ from .validation import check_delta, check_epsilon, check_seed
 __all__ = ["cdp_delta", "cdp_eps", "cdp_rho", "gaussian_epsilon", "gaussian_sigma", "sgm_epsilon",
            "sgm_noise_multiplier", "zcdp_gaussian_rho", "zcdp_gaussian_sigma", "BudgetExceededError",
            "PrivacyLedger", "Spend", "distance", "exponential_mechanism", "gaussian_counts", "gaussian_values",
-           "laplace_counts", "laplace_values", "record_noise_inputs", "replay_noise_outputs", "NoiseSource", "check_delta",
-           "check_epsilon", "check_seed", "mcar_amplification"]
+           "laplace_counts", "laplace_values", "record_noise_inputs", "replay_noise_outputs", "NoiseSource",
+           "check_delta", "check_epsilon", "check_seed", "mcar_amplification"]
