@@ -212,9 +212,10 @@ def distinguishing_audit(method, epsilon: float, delta: float | None = None, run
 
 
 # ---------------------------------------------------------------------- exact selection audit
-def _run_through_selection(make_generator, df, schema, seed):
+def _selection_block(make_generator, df, schema, seed):
     """Fit with recording, stopped at the first noise call after the first block of
-    exponential-mechanism calls (what follows the selection is not needed)."""
+    exponential-mechanism calls (what follows the selection is not needed). Returns the recorder,
+    the generator (its ledger holds the spends so far) and the indices of the selection calls."""
     seen = []
 
     def after_selection(step, mechanism):
@@ -226,7 +227,40 @@ def _run_through_selection(make_generator, df, schema, seed):
     gen = make_generator()
     with record_noise_inputs() as rec, replay_noise_outputs(stop_when=after_selection):
         gen.fit(df, schema, seed=seed)
-    return rec, gen
+    sel = [i for i, c in enumerate(rec.calls) if c.mechanism == "exponential mechanism"]
+    if not sel:
+        raise ValueError("the generator made no exponential-mechanism call")
+    if sel != list(range(sel[0], sel[0] + len(sel))):
+        raise ValueError("the selection calls are not consecutive; this audit enumerates one block of them")
+    return rec, gen, sel
+
+
+def _enumerate_selection(make_generator, df, schema, seed, before, steps, max_leaves):
+    """{tuple of choices: probability} of the selection calls named ``steps`` (they follow the
+    noise calls that release ``before``), by following every candidate of each call."""
+    first = len(before)
+    leaves: dict = {}
+
+    def visit(choices: tuple, prob: float):
+        if len(choices) == len(steps):
+            leaves[choices] = leaves.get(choices, 0.0) + prob
+            return
+        if len(leaves) > max_leaves:
+            raise ValueError(f"more than {max_leaves} selection outcomes; use a smaller table")
+        with record_noise_inputs() as rec, replay_noise_outputs(before + list(choices), stop_at=first + len(choices)):
+            make_generator().fit(df, schema, seed=seed)
+        call = rec.calls[-1]
+        if call.step != steps[len(choices)] or call.logits is None:
+            raise AssertionError(f"selection control flow changed: {call.step!r} where {steps[len(choices)]!r} "
+                                 "was expected")
+        logits = call.logits - call.logits.max()
+        p = np.exp(logits) / np.exp(logits).sum()
+        for j, pj in enumerate(p):
+            if pj > 0:
+                visit(choices + (j,), prob * float(pj))
+
+    visit((), 1.0)
+    return leaves
 
 
 def selection_distribution(make_generator: Callable, df: pd.DataFrame, schema: Schema, seed: int = 0,
@@ -240,53 +274,28 @@ def selection_distribution(make_generator: Callable, df: pd.DataFrame, schema: S
     selection call the run is stopped (:func:`~dpsynth.privacy.replay_noise_outputs` with ``stop_at``),
     the recorded logits ε·q/(2Δ) give the probabilities of each candidate, and each candidate is
     followed. Returns ({tuple of choices: probability}, the selection steps' names)."""
-    base, _ = _run_through_selection(make_generator, df, schema, seed)
-    sel = [i for i, c in enumerate(base.calls) if c.mechanism == "exponential mechanism"]
-    if not sel:
-        raise ValueError("the generator made no exponential-mechanism call")
-    if sel != list(range(sel[0], sel[0] + len(sel))):
-        raise ValueError("the selection calls are not consecutive; this audit enumerates one block of them")
+    base, _, sel = _selection_block(make_generator, df, schema, seed)
     before = [c.output for c in base.calls[:sel[0]]] if outputs_before is None else list(outputs_before)
     steps = [base.calls[i].step for i in sel]
-    leaves: dict = {}
-
-    def visit(choices: tuple, prob: float):
-        if len(choices) == len(sel):
-            leaves[choices] = leaves.get(choices, 0.0) + prob
-            return
-        if len(leaves) > max_leaves:
-            raise ValueError(f"more than {max_leaves} selection outcomes; use a smaller table")
-        with record_noise_inputs() as rec, replay_noise_outputs(before + list(choices), stop_at=sel[0] + len(choices)):
-            make_generator().fit(df, schema, seed=seed)
-        call = rec.calls[-1]
-        if call.step != steps[len(choices)] or call.logits is None:
-            raise AssertionError(f"selection control flow changed: {call.step!r} where {steps[len(choices)]!r} "
-                                 "was expected")
-        logits = call.logits - call.logits.max()
-        p = np.exp(logits) / np.exp(logits).sum()
-        for j, pj in enumerate(p):
-            if pj > 0:
-                visit(choices + (j,), prob * float(pj))
-
-    visit((), 1.0)
-    return leaves, steps
+    return _enumerate_selection(make_generator, df, schema, seed, before, steps, max_leaves), steps
 
 
 def selection_audit(make_generator: Callable, d: pd.DataFrame, d2: pd.DataFrame, schema: Schema,
-                    seed: int = 0) -> dict:
+                    seed: int = 0, max_leaves: int = 20_000) -> dict:
     """Exact privacy loss of the selection steps between neighbours D and D' (a hockey-stick test).
 
-    Both distributions come from :func:`selection_distribution` with D's earlier transcript. Reports
+    Both distributions are enumerated as in :func:`selection_distribution`, given D's earlier
+    transcript and D's selection steps (D' must make the same calls). Reports
     the largest privacy loss max_o |log P_D(o)/P_D'(o)|, the claimed pure ε of the selection (Σ ε_t
     over its ledger spends; a zCDP spend ρ counts as the exponential mechanism's √(8ρ)), and the
     hockey-stick divergences H_{e^ε}(P_D‖P_D') and H_{e^ε}(P_D'‖P_D) at that ε, which must be 0 for an
     ε-DP selection. ``passed``: loss ≤ claim (up to rounding)."""
-    base, gen = _run_through_selection(make_generator, d, schema, seed)
-    first = next(i for i, c in enumerate(base.calls) if c.mechanism == "exponential mechanism")
-    before = [c.output for c in base.calls[:first]]
-    p, steps = selection_distribution(make_generator, d, schema, seed, before)
-    q, steps2 = selection_distribution(make_generator, d2, schema, seed, before)
-    if steps != steps2 or set(p) != set(q):
+    base, gen, sel = _selection_block(make_generator, d, schema, seed)
+    before = [c.output for c in base.calls[:sel[0]]]
+    steps = [base.calls[i].step for i in sel]
+    p = _enumerate_selection(make_generator, d, schema, seed, before, steps, max_leaves)
+    q = _enumerate_selection(make_generator, d2, schema, seed, before, steps, max_leaves)
+    if set(p) != set(q):
         raise AssertionError("the selection's outcomes differ between D and D'")
     claimed = 0.0
     for s in gen.ledger.spends:
