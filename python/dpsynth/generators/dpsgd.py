@@ -119,6 +119,12 @@ def check_positive_float(value, name: str) -> float:
     return float(value)
 
 
+def check_nonnegative_number(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+    return float(value)
+
+
 def check_share(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not 0 < value < 1:
         raise ValueError(f"{name} must be a fraction of the budget strictly between 0 and 1, got {value!r}")

@@ -71,8 +71,8 @@ from torch import nn
 from ..privacy import laplace_counts
 from ..schema import MISSING
 from .base import Generator
-from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, TorchFit, check_positive_float, check_positive_int, check_share,
-                    draw_rows, poisson_indices, split_params, step_rng)
+from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, TorchFit, check_nonnegative_number, check_positive_float,
+                    check_positive_int, check_share, draw_rows, poisson_indices, split_params, step_rng)
 
 FIT_STEP = "critics (DP-SGD)"
 
@@ -176,12 +176,8 @@ class DPMisGAN(TorchFit, Generator):
         self.nz = check_positive_int(nz, "nz")
         self.hidden = check_positive_int(hidden, "hidden")
         self.critic_hidden = check_positive_int(critic_hidden, "critic_hidden")
-        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or lam < 0:
-            raise ValueError(f"lam must be a non-negative number, got {lam!r}")
-        self.lam = float(lam)
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0:
-            raise ValueError(f"alpha must be a non-negative number, got {alpha!r}")
-        self.alpha = float(alpha)
+        self.lam = check_nonnegative_number(lam, "lam")
+        self.alpha = check_nonnegative_number(alpha, "alpha")
         self.clip = check_positive_float(clip, "clip")
         self.lr = check_positive_float(lr, "lr")
         self.lr_generator = check_positive_float(lr_generator, "lr_generator")
