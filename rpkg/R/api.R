@@ -129,6 +129,15 @@ dp_diagnostics <- function(x) {
   diagnostics_frame(x$diagnostics)
 }
 
+# split R-hat above this: the chains have not mixed
+RHAT_OK <- 1.1
+
+# the largest split R-hat of the released cells' probabilities, NA when the generator reports none
+cells_rhat <- function(d) {
+  r <- d$rhat_max_cells
+  if (is.numeric(r) && length(r) == 1L) r else NA_real_
+}
+
 diagnostics_frame <- function(d) {
   if (!length(d)) return(data.frame(diagnostic = character(), value = character()))
   data.frame(diagnostic = names(d),
@@ -182,11 +191,10 @@ print.dpsynth_synds <- function(x, ...) {
   cat(sprintf("Privacy spent: epsilon = %s, delta = %s (budget epsilon = %s; see dp_ledger())\n",
               format(attr(x$ledger, "total_epsilon")), format(attr(x$ledger, "total_delta")),
               format(x$epsilon)))
-  rhat <- x$diagnostics$rhat_max_cells
-  if (is.numeric(rhat) && !is.na(rhat)) {
-    cat(sprintf("Posterior sampler: largest split R-hat of the cells' probabilities %.3g%s (see dp_diagnostics())
-",
-                rhat, if (rhat > 1.1) " -- the chains mixed slowly" else ""))
+  rhat <- cells_rhat(x$diagnostics)
+  if (!is.na(rhat)) {
+    cat(sprintf("Posterior sampler: largest split R-hat of the cells' probabilities %.3g%s (see dp_diagnostics())\n",
+                rhat, if (rhat > RHAT_OK) " -- the chains mixed slowly" else ""))
   }
   if (length(x$syn)) {
     cat("Synthetic data: ", nrow(x$syn[[1]]), " rows x ", ncol(x$syn[[1]]), " columns\n\n",
