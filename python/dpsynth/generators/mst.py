@@ -105,40 +105,78 @@ def pair_scores(codes: np.ndarray, domain: Domain, one_way: Sequence[Measurement
 
 def mst_select(codes: np.ndarray, domain: Domain, rho: float, ledger: PrivacyLedger, source: NoiseSource,
                forced: Sequence[Sequence[Hashable]] = (), split: tuple[float, float] = (1 / 3, 1 / 3),
-               step: str = "MST") -> tuple[list[Measurement], list[tuple]]:
+               step: str = "MST", first_among: Sequence[tuple] = ()) -> tuple[list[Measurement], list[tuple]]:
     """MST selection with total budget ``split[0]·rho`` (1-way marginals) + ``split[1]·rho`` (edge
     selection). Returns the released 1-way measurements and the 2-way cliques (forced pairs first,
-    then selected edges, each as an attribute pair in domain order)."""
+    then selected edges, each as an attribute pair in domain order).
+
+    ``first_among``: candidate pairs (e.g. an analysis' predictor pairs) over which a spanning tree
+    of their columns is chosen first, each column on its own; then the usual tree joins every
+    component left after the forced cliques and those edges. All rounds share ``split[1]·rho``
+    equally."""
     attrs = list(domain.attrs)
     rho_one, rho_select = split[0] * rho, split[1] * rho
     one_way = measure_marginals(codes, domain, [(a,) for a in attrs], ledger, source, f"{step}: 1-way marginals",
                                 rho=rho_one)
     pos = {a: i for i, a in enumerate(attrs)}
-    root = {a: a for a in attrs}
-
-    def find(a):
-        while root[a] != a:
-            root[a] = root[root[a]]
-            a = root[a]
-        return a
-
-    cliques = []
+    first_among = [tuple(sorted(p, key=pos.get)) for p in first_among]
+    first_cols = sorted({a for p in first_among for a in p}, key=pos.get)
+    forced = [tuple(sorted(c, key=pos.get)) for c in forced]
+    # rounds: a tree over the first_among columns, then over the components after forced + that tree
+    rounds_first = max(len(first_cols) - 1, 0)
+    comps = _Components(attrs)
     for c in forced:
-        c = tuple(sorted(c, key=pos.get))
-        cliques.append(c)
-        for a, b in zip(c[:-1], c[1:]):
-            root[find(a)] = find(b)
-    r = len({find(a) for a in attrs})
-    if r > 1:
-        candidates = [p for p in combinations(attrs, 2) if find(p[0]) != find(p[1])]
-        scores = dict(zip(candidates, pair_scores(codes, domain, one_way, candidates)))
-        rho_edge = rho_select / (r - 1)
-        for k in range(r - 1):
-            candidates = [p for p in candidates if find(p[0]) != find(p[1])]
-            pick = exponential_mechanism(np.array([scores[p] for p in candidates]), rho=rho_edge, sensitivity=1.0,
-                                         ledger=ledger, source=source, step=f"{step}: edge {k + 1} of {r - 1}",
-                                         relation=RELATION, note="L1 error of the independence model")
-            a, b = candidates[pick]
-            root[find(a)] = find(b)
+        comps.join_all(c)
+    for a, b in combinations(first_cols, 2):
+        comps.join(a, b)  # the first tree will connect them
+    r = comps.count()
+    n_rounds = rounds_first + max(r - 1, 0)
+    cliques = list(forced)
+    if n_rounds:
+        rho_edge = rho_select / n_rounds
+        scores = {}
+
+        def pick(candidates, label):
+            need = [p for p in candidates if p not in scores]
+            scores.update(zip(need, pair_scores(codes, domain, one_way, need)))
+            k = exponential_mechanism(np.array([scores[p] for p in candidates]), rho=rho_edge, sensitivity=1.0,
+                                      ledger=ledger, source=source, step=f"{step}: {label}", relation=RELATION,
+                                      note="L1 error of the independence model")
+            return candidates[k]
+
+        tree = _Components(first_cols)
+        for k in range(rounds_first):
+            cand = [p for p in first_among if tree.find(p[0]) != tree.find(p[1])]
+            a, b = pick(cand, f"predictor edge {k + 1} of {rounds_first}")
+            tree.join(a, b)
+            if not any(set((a, b)) <= set(c) for c in cliques):
+                cliques.append((a, b))
+        for k in range(max(r - 1, 0)):
+            cand = [p for p in combinations(attrs, 2) if comps.find(p[0]) != comps.find(p[1])]
+            a, b = pick(cand, f"edge {k + 1} of {r - 1}")
+            comps.join(a, b)
             cliques.append((a, b))
     return one_way, cliques
+
+
+class _Components:
+    """Union–find over column names (Kruskal's bookkeeping)."""
+
+    def __init__(self, attrs):
+        self.root = {a: a for a in attrs}
+
+    def find(self, a):
+        while self.root[a] != a:
+            self.root[a] = self.root[self.root[a]]
+            a = self.root[a]
+        return a
+
+    def join(self, a, b):
+        self.root[self.find(a)] = self.find(b)
+
+    def join_all(self, cols):
+        for a, b in zip(cols[:-1], cols[1:]):
+            self.join(a, b)
+
+    def count(self) -> int:
+        return len({self.find(a) for a in self.root})

@@ -1,0 +1,291 @@
+"""The noise-aware likelihood of NAPSU-MQ (Räisä, Jälkö, Kaski & Honkela, AISTATS 2023, eq. 6) and
+the split of the zCDP budget ρ between selection and measurement.
+
+**Likelihood.** Released tables ŷ (P cells, each with discrete Gaussian noise of variance σ_i²) of
+a max-ent model p(x | θ) (:class:`MaxEntModel`, D canonical parameters). By the CLT for a sum of n
+indicator vectors plus independent Gaussian noise,
+
+    ŷ | θ, n ~ N(n ∘ μ(θ), N ∘ Cov(θ) + diag σ²),                                     (eq. 6)
+
+with μ and Cov = E[aaᵀ] − μμᵀ over the released cells and N the number of rows two cells'
+tables share. Two forms are implemented; both are exact evaluations of eq. 6.
+
+- **Reduced** (one count group: complete data, or missing values as a level). Every released cell
+  indicator is a fixed linear map of the canonical statistics, a_P(x) = B a_D(x) + c (B integer,
+  from inclusion–exclusion; independent of θ), so ŷ = B_a s_a + e with s_a = (Σ_r a_D(x_r), n),
+  B_a = [B, c] and e ~ N(0, W⁻¹). Its generalised least-squares estimate ŝ = M B_aᵀ W ŷ,
+  M = (B_aᵀ W B_a)⁻¹, is sufficient for s_a, and
+
+      ŝ | θ, n ~ N(n (μ_D(θ), 1), n (Σ_D(θ) ⊕ 0) + M),
+
+  a (D + 1)-dimensional Gaussian: only the D canonical cells are clamped in the moment pass and the
+  Cholesky factor is (D + 1) × (D + 1), whatever the number of released cells.
+- **Dense** (available-case tables, one count group per table): eq. 6 over all P cells with
+  N_ij = min(n̂_i, n̂_j)·√(r_i r_j), n̂ the noisy table totals and r = n/n̂ (smooth in n; exact
+  when one table's rows contain the other's, an upper bound otherwise).
+
+Prior: θ ~ N(0, prior_sd² I); each log n_g ~ N(log n̂_g, 5²) around the released total (proper,
+so a tiny table still has a posterior mode). Parameters x = (θ, v) with n_g = n̂_g·exp(s_g v_g),
+s_g the relative sd of the total, so that every coordinate is O(1).
+
+**Budget.** :func:`split_rho` states where ρ goes: with the cliques fixed by the analyses and
+every column covered, all of ρ measures them; otherwise ``selection_share`` of ρ pays for the
+1-way tables (half) and the exponential-mechanism selection (half), and the rest measures the
+chosen cliques.
+
+Example
+-------
+>>> import numpy as np, torch
+>>> from dpsynth.graphical import Domain, MaxEntModel
+>>> dom = Domain(["a", "b"], [2, 3])
+>>> model = MaxEntModel(dom, [("a", "b")], [("a", "b"), ("a",)])
+>>> tables = [np.array([[40., 10, 50], [30, 20, 50]]), np.array([100., 100])]
+>>> lik = NoiseAwareLikelihood(model, tables, [2.0, 2.0], groups=[0, 0], prior_sd=2.5)
+>>> lik.form, lik.dim
+('reduced', 6)
+>>> bool(torch.isfinite(lik.log_posterior(torch.zeros(lik.dim, dtype=torch.float64))))
+True
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .maxent import MaxEntModel
+
+DTYPE = torch.float64
+LOG_N_PRIOR_SD = 5.0  # prior sd of log n around the released total
+
+
+@dataclass(frozen=True)
+class RhoSplit:
+    """Where the zCDP budget ρ goes: ``one_way`` (1-way tables that score the selection),
+    ``selection`` (exponential mechanisms choosing cliques) and ``measurement`` (the cliques)."""
+
+    one_way: float
+    selection: float
+    measurement: float
+
+    def as_dict(self) -> dict:
+        return {"one_way": self.one_way, "selection": self.selection, "measurement": self.measurement}
+
+
+def split_rho(rho: float, selection_share: float, needs_selection: bool) -> RhoSplit:
+    """Split ρ: all of it on measurement when nothing is selected, otherwise ``selection_share``·ρ
+    for selection (half on 1-way tables, half on the exponential mechanisms) and the rest on the
+    measurement of the chosen cliques.
+
+    >>> split_rho(1.0, 0.2, False)
+    RhoSplit(one_way=0.0, selection=0.0, measurement=1.0)
+    >>> split_rho(1.0, 0.2, True)
+    RhoSplit(one_way=0.1, selection=0.1, measurement=0.8)
+    """
+    if not needs_selection:
+        return RhoSplit(0.0, 0.0, float(rho))
+    if not 0.0 < selection_share < 1.0:
+        raise ValueError(f"selection_share must be in (0, 1), got {selection_share!r}")
+    half = 0.5 * selection_share * rho
+    return RhoSplit(half, half, float(rho) - 2 * half)
+
+
+class NoiseAwareLikelihood:
+    """Log-posterior of NAPSU-MQ over x = (θ, v) (see the module docstring).
+
+    Parameters: ``model`` (its tables are the released tables, in order), ``noisy`` (one array
+    per table), ``sigmas`` (noise sd per table), ``groups`` (count group of each table: all 0 for
+    one n), ``prior_sd``; ``form`` = ``"auto"`` (reduced when possible), ``"reduced"`` or
+    ``"dense"``.
+    """
+
+    def __init__(self, model: MaxEntModel, noisy, sigmas, groups, prior_sd: float, form: str = "auto"):
+        self.model = model
+        self.D = model.D
+        y = np.concatenate([np.asarray(t, dtype=float).ravel() for t in noisy])
+        if y.size != model.P:
+            raise ValueError("the noisy tables do not match the model's tables")
+        sigma2 = np.concatenate([np.full(np.size(t), float(s) ** 2) for t, s in zip(noisy, sigmas)])
+        groups = np.asarray(groups, dtype=np.int64)
+        self.G = int(groups.max()) + 1
+        # n0: inverse-variance weighted noisy totals of each group's tables; scale: their relative sd
+        n0, scale = [], []
+        for g in range(self.G):
+            tot = [(float(np.sum(t)), np.size(t) * float(s) ** 2)
+                   for t, s, gg in zip(noisy, sigmas, groups) if gg == g]
+            w = np.array([1.0 / v for _, v in tot])
+            est = max(float(np.sum(w * np.array([t for t, _ in tot])) / w.sum()), 1.0)
+            n0.append(est)
+            scale.append(max(math.sqrt(1.0 / w.sum()), math.sqrt(est)) / est)
+        self.n0 = torch.as_tensor(n0, dtype=DTYPE)
+        self.scale = torch.as_tensor(scale, dtype=DTYPE)
+        self.prior_sd = float(prior_sd)
+        self.dim = self.D + self.G
+        if form not in ("auto", "reduced", "dense"):
+            raise ValueError(f"form must be 'auto', 'reduced' or 'dense', got {form!r}")
+        reducible = self.G == 1 and model.canonical_index is not None
+        if form == "reduced" and not reducible:
+            raise ValueError("the reduced form needs one count group and every clique among the tables")
+        self.form = "reduced" if (reducible and form != "dense") else "dense"
+        if self.form == "reduced":
+            self._init_reduced(y, sigma2)
+        else:
+            self._init_dense(y, sigma2, noisy, groups)
+
+    # ------------------------------------------------------------------ the two forms
+    def _init_reduced(self, y, sigma2):
+        """ŝ = M B_aᵀ W ŷ and M = (B_aᵀ W B_a)⁻¹, with B read off the moments at θ = 0:
+        Cov(a_P, a_D) = B Σ_D, so B = Cov(a_P, a_D) Σ_D⁻¹ (integer: rounded and checked)."""
+        can = self.model.canonical_index
+        with torch.no_grad():
+            mu, second = self.model.moments(torch.zeros(self.D, dtype=DTYPE))
+            cov = second - mu[:, None] * mu[None, :]
+            b = torch.linalg.solve(cov[can][:, can], cov[:, can].T).T
+            b_int = torch.round(b)
+            c = mu - b_int @ mu[can]
+            if float((b - b_int).abs().max()) > 1e-6 or float((c - torch.round(c)).abs().max()) > 1e-6:
+                raise RuntimeError("released cells are not integer combinations of the canonical statistics")
+        b_aug = torch.cat([b_int, torch.round(c)[:, None]], dim=1)          # (P, D + 1)
+        w = torch.as_tensor(1.0 / sigma2, dtype=DTYPE)
+        info = b_aug.T @ (w[:, None] * b_aug)
+        self.noise = torch.linalg.inv(info)
+        self.noise = 0.5 * (self.noise + self.noise.T)
+        self.y = self.noise @ (b_aug.T @ (w * torch.as_tensor(y, dtype=DTYPE)))
+        self.group_of_cell = torch.zeros(self.D + 1, dtype=torch.long)
+        self.theta_columns = torch.arange(self.D)
+
+    def _init_dense(self, y, sigma2, noisy, groups):
+        self.y = torch.as_tensor(y, dtype=DTYPE)
+        self.noise = torch.diag(torch.as_tensor(sigma2, dtype=DTYPE))
+        table_of_cell = np.concatenate([np.full(np.size(t), k) for k, t in enumerate(noisy)])
+        self.group_of_cell = torch.as_tensor(groups[table_of_cell])
+        n0_cell = self.n0[self.group_of_cell]
+        self._n0_cell = n0_cell
+        self._n0_overlap = torch.minimum(n0_cell[:, None], n0_cell[None, :])
+        if self.model.canonical_index is None:
+            raise ValueError("every clique must be among the released tables")
+        self.theta_columns = self.model.canonical_index
+
+    def statistics(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean, covariance) per row of the statistic the likelihood is over: (μ_D, 1) and
+        Σ_D ⊕ 0 (reduced) or μ_P and Cov_P (dense)."""
+        if self.form == "reduced":
+            mu, second = self.model.canonical_moments(theta)
+            cov = second - mu.unsqueeze(-1) * mu.unsqueeze(-2)
+            mu = torch.cat([mu, torch.ones_like(mu[..., :1])], dim=-1)
+            cov = torch.nn.functional.pad(cov, (0, 1, 0, 1))
+            return mu, cov
+        mu, second = self.model.moments(theta)
+        return mu, second - mu.unsqueeze(-1) * mu.unsqueeze(-2)
+
+    # ------------------------------------------------------------------ density
+    def counts(self, x: torch.Tensor) -> torch.Tensor:
+        """Row counts n_g of the count groups at x (…, G)."""
+        return self.n0 * torch.exp(self.scale * x[..., self.D:])
+
+    def _terms(self, x: torch.Tensor):
+        """(log-likelihood, mean statistic, covariance, n per cell, Cholesky factor of V), batched."""
+        mu, cov = self.statistics(x[..., :self.D])
+        n_cell = self.counts(x)[..., self.group_of_cell]
+        if self.form == "reduced":
+            v = n_cell[..., :1, None] * cov + self.noise
+        else:
+            root = torch.sqrt(n_cell / self._n0_cell)
+            v = self._n0_overlap * root.unsqueeze(-1) * root.unsqueeze(-2) * cov + self.noise
+        chol, info = torch.linalg.cholesky_ex(v)
+        bad = info != 0
+        if bool(bad.any()):  # numerically indefinite (extreme θ): zero density there
+            chol, _ = torch.linalg.cholesky_ex(torch.where(bad[..., None, None], self.noise.expand_as(v), v))
+        r = self.y - n_cell * mu
+        z = torch.linalg.solve_triangular(chol, r.unsqueeze(-1), upper=False).squeeze(-1)
+        ll = -0.5 * (z ** 2).sum(-1) - torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1) \
+            - 0.5 * self.y.numel() * math.log(2 * math.pi)
+        return torch.where(bad, torch.full_like(ll, -math.inf), ll), mu, cov, n_cell, chol
+
+    def log_likelihood(self, x: torch.Tensor) -> torch.Tensor:
+        return self._terms(x)[0]
+
+    def log_prior(self, x: torch.Tensor) -> torch.Tensor:
+        """N(0, prior_sd²) on θ; log n_g ~ N(log n0_g, LOG_N_PRIOR_SD²), i.e. s_g·v_g ~ N(0, 5²)."""
+        theta = x[..., :self.D]
+        logn = self.scale * x[..., self.D:]
+        return -0.5 * (theta ** 2).sum(-1) / self.prior_sd ** 2 - 0.5 * (logn ** 2).sum(-1) / LOG_N_PRIOR_SD ** 2
+
+    def log_posterior(self, x: torch.Tensor) -> torch.Tensor:
+        return self.log_likelihood(x) + self.log_prior(x)
+
+    # ------------------------------------------------------------------ starting points
+    def initial_point(self, noisy_cliques: list[np.ndarray], max_iter: int = 50) -> torch.Tensor:
+        """Start for the mode search: θ matching the (clipped, smoothed) noisy clique proportions q
+        (one table per model clique, in order) by maximum entropy — the concave problem
+        max θᵀq − A(θ) − λ|θ|²/2 — solved by Newton's method; v = 0. Noisy tables can put q outside
+        the marginal polytope, where the unpenalised solution runs off to infinity: λ ≥ 1e-4 keeps
+        it finite."""
+        q = []
+        for t, cells in zip(noisy_cliques, self.model.canonical):
+            t = np.clip(np.asarray(t, dtype=float).ravel(), 0.0, None) + 0.5
+            q.append(t[cells] / t.sum())
+        q = torch.as_tensor(np.concatenate(q), dtype=DTYPE)
+        ridge = max(1e-4, 1.0 / (self.prior_sd ** 2 * float(self.n0.mean())))
+        eye = torch.eye(self.D, dtype=DTYPE)
+
+        def objective(th):
+            return float(th @ q - self.model.log_partition(th) - 0.5 * ridge * (th ** 2).sum())
+
+        theta = torch.zeros(self.D, dtype=DTYPE)
+        with torch.no_grad():
+            f = objective(theta)
+            for _ in range(max_iter):
+                mu, second = self.model.canonical_moments(theta)
+                cov = second - mu[:, None] * mu[None, :]
+                grad = q - mu - ridge * theta
+                step = torch.linalg.solve(cov + ridge * eye, grad)
+                t = 1.0
+                while t > 1e-6:
+                    f_new = objective(theta + t * step)
+                    if f_new >= f - 1e-12:
+                        break
+                    t *= 0.5
+                theta, f_old, f = theta + t * step, f, f_new
+                if float(grad @ step) < 1e-10 or abs(f - f_old) < 1e-12:
+                    break
+        return torch.cat([theta, torch.zeros(self.G, dtype=DTYPE)])
+
+    def mode(self, x0: torch.Tensor, max_iter: int = 100) -> tuple[torch.Tensor, torch.Tensor]:
+        """Approach the posterior mode by Fisher scoring with backtracking: step F⁻¹∇log p, where
+        F = JᵀV⁻¹J + prior precision and J = ∂(n∘mean)/∂x (columns n_i·Cov(a_i, a_θ) for θ and
+        n_i·s_g·mean_i for v_g); V's dependence on x is left out of F (it only preconditions) but
+        not of ∇. Returns (x, F at x)."""
+        x = x0.detach().clone()
+        prior = torch.cat([torch.full((self.D,), self.prior_sd ** -2, dtype=DTYPE),
+                           self.scale ** 2 / LOG_N_PRIOR_SD ** 2])
+        onehot = torch.nn.functional.one_hot(self.group_of_cell, self.G).to(DTYPE)
+        fisher = torch.diag(prior)
+        for _ in range(max_iter):
+            xr = x.clone().requires_grad_(True)
+            ll, mu, cov, n_cell, chol = self._terms(xr)
+            lp_x = ll + self.log_prior(xr)
+            if not bool(torch.isfinite(lp_x)):
+                break
+            (g,) = torch.autograd.grad(lp_x, xr)
+            lp = float(lp_x.detach())
+            with torch.no_grad():
+                mu, cov, n_cell, chol = mu.detach(), cov.detach(), n_cell.detach(), chol.detach()
+                jac = torch.cat([n_cell[:, None] * cov[:, self.theta_columns],
+                                 (n_cell * mu)[:, None] * onehot * self.scale], dim=1)
+                w = torch.linalg.solve_triangular(chol, jac, upper=False)
+                fisher = w.T @ w + torch.diag(prior) + 1e-10 * torch.eye(self.dim, dtype=DTYPE)
+                step = torch.linalg.solve(fisher, g)
+                t = 1.0
+                while t > 1e-8:
+                    lp_new = float(self.log_posterior(x + t * step))
+                    if math.isfinite(lp_new) and lp_new >= lp - 1e-9:
+                        break
+                    t *= 0.5
+                else:
+                    break
+                x = x + t * step
+            if float(g @ step) < 1e-8 or abs(lp_new - lp) < 1e-10 * max(1.0, abs(lp)):
+                break
+        return x, fisher
