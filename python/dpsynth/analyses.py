@@ -432,10 +432,11 @@ def congeniality_messages(formula: str, columns, queries) -> list[str]:
     return missing_dependencies(analysis, queries)
 
 
-def uncongenial_text(formula: str, messages: list[str]) -> str:
-    """The warning's text: what is missing, and how to generate data that carry it."""
+def uncongenial_text(formula: str, messages: list[str], remedy: str | None = None) -> str:
+    """The warning's text: what is missing, and how to generate data that carry it (``remedy``:
+    the sentence's call, default the Python one; R passes its own)."""
+    remedy = remedy or f"dpsynth.synthesize(..., method='napsu-mq', analyses=[{formula!r}])"
     return (f"the synthetic data were generated from marginal tables that do not carry what {formula!r} "
             "estimates, so its coefficients are biased towards independence (the intervals do not show it):\n  - "
             + "\n  - ".join(messages)
-            + f"\nGenerate with analyses=[{formula!r}] (e.g. dpsynth.synthesize(..., method='napsu-mq', "
-              f"analyses=[{formula!r}])) to measure what it needs.")
+            + f"\nGenerate with analyses=[{formula!r}] (e.g. {remedy}) to measure what it needs.")
