@@ -105,12 +105,13 @@ def quote_columns(formula: str, columns) -> str:
     if not isinstance(formula, str):
         raise TypeError(f"formula must be a string such as 'y ~ x1 + x2', got {type(formula).__name__}")
     odd = sorted((c for c in _column_names(columns) if not _IDENT.match(c)), key=len, reverse=True)
-    formula = _BACKTICK.sub(lambda m: f"Q({m.group(1)!r})", formula)
-    if not odd:
-        return formula
-    pattern = re.compile(r"(?<![A-Za-z0-9_.])(" + "|".join(map(re.escape, odd)) + r")(?![A-Za-z0-9_.])")
+    pattern = _BACKTICK.pattern  # `name` (R), or a plain odd name standing as a whole token
+    if odd:
+        pattern += r"|(?<![A-Za-z0-9_.])(" + "|".join(map(re.escape, odd)) + r")(?![A-Za-z0-9_.])"
+    names = re.compile(pattern)
     parts = _QUOTED.split(formula)  # odd indices are quoted strings: left alone
-    return "".join(p if i % 2 else pattern.sub(lambda m: f"Q({m.group(1)!r})", p) for i, p in enumerate(parts))
+    return "".join(p if i % 2 else names.sub(lambda m: f"Q({(m.group(1) or m.group(2))!r})", p)
+                   for i, p in enumerate(parts))
 
 
 def _factor_columns(code: str, columns: set[str], unknown: list[str]) -> list[str]:

@@ -82,6 +82,8 @@ def test_quote_columns_leaves_quoted_text_and_other_names_alone():
     assert quote_columns("y ~ C(hours, Treatment('hours-per-week'))", cols) == \
         "y ~ C(hours, Treatment('hours-per-week'))"
     assert quote_columns("y ~ Q('hours-per-week')", cols) == "y ~ Q('hours-per-week')"
+    assert quote_columns("y ~ `hours-per-week` + C(hours, Treatment('`x`'))", cols) == \
+        "y ~ Q('hours-per-week') + C(hours, Treatment('`x`'))"
 
 
 # ------------------------------------------------------------------------------------------ planning
