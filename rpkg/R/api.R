@@ -238,6 +238,11 @@ print.dpsynth_synds <- function(x, ...) {
   cat(sprintf("Privacy spent: epsilon = %s, delta = %s (budget epsilon = %s; see dp_ledger())\n",
               format(attr(x$ledger, "total_epsilon")), format(attr(x$ledger, "total_delta")),
               format(x$epsilon)))
+  if (length(x$analyses)) cat("Analyses served: ", paste(x$analyses, collapse = "; "), "\n", sep = "")
+  if (!is.null(x$queries)) {
+    cat("Measured marginal tables: ", length(x$queries), " ($queries; dp_glm() warns when a model needs ",
+        "one that is missing)\n", sep = "")
+  }
   rhat <- cells_rhat(x$diagnostics)
   if (!is.na(rhat)) {
     cat(sprintf("Posterior sampler: largest split R-hat of the cells' probabilities %.3g%s (see dp_diagnostics())\n",

@@ -81,3 +81,25 @@ test_that("dp_lm warns for an interaction no measured table carries", {
                              dpsynth_uncongenial_warning = function(c) stop("unexpected warning"))
   expect_length(fit$congeniality, 0L)
 })
+
+test_that("dp_report shows the uncongeniality beside the pooled table", {
+  skip_if_no_engine()
+  skip_if_not(requireNamespace("rmarkdown", quietly = TRUE) && rmarkdown::pandoc_available(),
+              "rmarkdown and pandoc are needed for dp_report")
+  s <- synds_with_queries(list(c("y", "x1"), c("x1", "x2")))
+  out <- suppressWarnings(dp_report(s, y ~ x1 + x2, file = tempfile(fileext = ".html")))
+  html <- paste(readLines(out, warn = FALSE), collapse = "\n")
+  expect_match(html, "Uncongenial analysis", fixed = TRUE)
+  expect_match(html, "x2\u2013y: no measured table holds both", fixed = TRUE)
+  expect_lt(regexpr("Pooled estimates", html), regexpr("Uncongenial analysis", html))
+})
+
+test_that("print shows the analyses served and the measured tables", {
+  s <- synds_with_queries(list(c("y", "x1"), c("x1", "x2")))
+  s$analyses <- "y ~ x1 + x2"
+  s$ledger <- structure(data.frame(epsilon = 1), total_epsilon = 1, total_delta = 0,
+                        class = c("dpsynth_ledger", "data.frame"))
+  out <- capture.output(print(s))
+  expect_true(any(grepl("Analyses served: y ~ x1 + x2", out, fixed = TRUE)))
+  expect_true(any(grepl("Measured marginal tables: 2", out, fixed = TRUE)))
+})
