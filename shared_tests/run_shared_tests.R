@@ -78,6 +78,14 @@ run_shared_case <- function(kind, case) {
         testthat::expect_match(last$value, expected$match, perl = TRUE)
       }
     },
+    congeniality = {
+      # through the R formula, as dp_glm() sees it
+      got <- dpsynthr:::congeniality_messages(stats::as.formula(input$formula), shared_values(input$columns),
+                                              lapply(input$queries, shared_values))
+      want <- as.character(shared_values(expected$missing))
+      testthat::expect_length(got, length(want))
+      for (i in seq_along(want)) testthat::expect_true(startsWith(got[i], want[i]), label = got[i])
+    },
     roundtrip = {
       df <- shared_frame(input$data, input$schema)
       pdf <- dpsynthr::r_to_pandas(df)

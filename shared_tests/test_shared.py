@@ -56,6 +56,12 @@ def run_case(kind, case):
                     schema.columns).index(name)].tolist()
     elif kind == "pool":
         run_pool_case(inp, exp, case, tol)
+    elif kind == "congeniality":
+        from dpsynth.analyses import congeniality_messages
+        got = congeniality_messages(inp["formula"], inp["columns"], inp["queries"])
+        assert len(got) == len(exp["missing"]), got
+        for message, start in zip(got, exp["missing"]):
+            assert message.startswith(start), (message, start)
     else:
         pytest.skip(f"kind {kind!r} has no Python runner yet")
 

@@ -28,13 +28,15 @@ _LAZY = {
     "pool": "dpsynth.inference",
     "fit_pooled": "dpsynth.inference",
     "compare_fit": "dpsynth.inference",
+    "UncongenialAnalysisWarning": "dpsynth.analyses",
 }
 
 
 def __getattr__(name):
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    if name in ("privacy", "missing", "metrics", "inference", "report", "generators", "marginals"):
+    if name in ("privacy", "missing", "metrics", "inference", "report", "generators", "marginals",
+                "analyses"):
         return importlib.import_module(f"dpsynth.{name}")
     raise AttributeError(f"module 'dpsynth' has no attribute {name!r}")
 

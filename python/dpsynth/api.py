@@ -18,6 +18,9 @@ def synthesize(df: pd.DataFrame, schema: Schema, method: str, epsilon: float, de
 
     Everything is validated before any private row is read; ``df`` is never modified.
     ``seed`` makes the run repeatable (for tests; default: OS entropy).
+    ``options`` go to the generator, e.g. ``analyses=["income ~ age + race + sex"]`` for
+    ``"napsu-mq"``: the marginal tables those models need are measured (see
+    :func:`dpsynth.analyses.congenial_queries`), so that ``fit_pooled`` on the result is congenial.
 
     >>> import dpsynth
     >>> df, schema = dpsynth.load_dataset("adult")

@@ -1,6 +1,8 @@
 """The ``dpsynth`` command line.
 
     dpsynth synthesize DATA.csv --schema S.json --method privbayes-e --epsilon 1 --m 5 --out DIR
+    dpsynth synthesize DATA.csv --schema S.json --method napsu-mq --epsilon 1 --delta 1e-9 --m 20 \
+        --analysis "income ~ age + sex" --out DIR
     dpsynth report DIR --formula "y ~ x1 + x2" --family binomial [--real DATA.csv]
     dpsynth demo
     dpsynth audit --method privbayes-e --epsilon 1
@@ -29,8 +31,9 @@ def cmd_synthesize(args) -> int:
     df = _read_csv(args.data, schema)
     if not args.quiet:
         print(f"fitting {args.method} on {len(df)} rows at epsilon={args.epsilon} ...", file=sys.stderr)
+    options = {"analyses": args.analysis} if args.analysis else {}
     res = dpsynth.synthesize(df, schema, args.method, epsilon=args.epsilon, delta=args.delta, m=args.m,
-                             seed=args.seed, n=args.n)
+                             seed=args.seed, n=args.n, **options)
     out = Path(args.out)
     res.to_csv(out)
     res.generator.save(out / "generator.pkl")
@@ -169,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--m", type=int, default=1, help="number of synthetic datasets")
     s.add_argument("--n", type=int, default=None, help="rows per dataset (default: released n)")
     s.add_argument("--seed", type=int, default=None, help="seed for a repeatable run (not for privacy)")
+    s.add_argument("--analysis", action="append", default=None, metavar="FORMULA",
+                   help="an analysis the data must serve, e.g. \"income ~ age + sex\" (repeatable; "
+                        "napsu-mq measures the tables it needs)")
     s.add_argument("--out", required=True, help="output folder")
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_synthesize)

@@ -10,13 +10,61 @@ import pandas as pd
 from .schema import atomic_write_text
 
 
+# Where a fitted generator keeps the marginal queries it released (column tuples; a DP output):
+# ``measured_queries_`` is the common name; NAPSU-MQ's ``selected_queries_`` is read too.
+QUERY_ATTRIBUTES = ("measured_queries_", "selected_queries_")
+
+
+def generator_queries(generator) -> list[tuple[str, ...]] | None:
+    """The public query set a fitted generator measured, or None when it does not say."""
+    for name in QUERY_ATTRIBUTES:
+        queries = getattr(generator, name, None)
+        if queries is not None:
+            return as_cliques(queries)
+    return None
+
+
+def as_cliques(queries) -> list[tuple[str, ...]]:
+    """Queries as a list of column tuples (a bare column name is a 1-way table)."""
+    return [(q,) if isinstance(q, str) else tuple(q) for q in queries]
+
+
+def generator_analyses(generator) -> list[str]:
+    """The analysis formulas a generator was asked to serve (``analyses=``), as strings."""
+    specs = getattr(generator, "analyses_", None)
+    if specs is None:
+        specs = getattr(generator, "analyses", None)
+    if not specs or not isinstance(specs, (list, tuple)):
+        return []
+    return [getattr(a, "formula", a) for a in specs if isinstance(getattr(a, "formula", a), str)]
+
+
 @dataclass
 class SynthResult:
+    """m synthetic datasets with their ledger.
+
+    ``queries``: the public marginal queries (column tuples) the generator measured, None when
+    unknown (then no congeniality check is made); ``analyses``: the analysis formulas the generator
+    was asked to serve (``analyses=``). Both default to what the fitted generator records, so a
+    result rebuilt from a saved generator keeps them; ``fit_pooled`` warns
+    (``UncongenialAnalysisWarning``) when a formula needs a dependency no query carries.
+    """
     datasets: list
     ledger: object
     method: str
     schema: object = None
     generator: object = field(default=None, repr=False)
+    queries: list | None = None
+    analyses: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.queries is None and self.generator is not None:
+            self.queries = generator_queries(self.generator)
+        elif self.queries is not None:
+            self.queries = as_cliques(self.queries)
+        if not self.analyses and self.generator is not None:
+            self.analyses = generator_analyses(self.generator)
+        self.analyses = list(self.analyses or [])
 
     @property
     def m(self) -> int:

@@ -64,10 +64,20 @@ schema_to_py <- function(schema) {
 #'   `NULL` draws from OS entropy.
 #' @param schema The public schema: a list as attached by [dp_dataset()] or
 #'   a path to a schema JSON file.
+#' @param analyses The analyses the synthetic data must serve: a formula
+#'   (`income ~ age + race + sex`), a string, or a list of them. Passed to
+#'   the generator (`"napsu-mq"` measures the marginal tables each analysis
+#'   needs, so that its coefficients are not biased towards independence);
+#'   `NULL` (default) passes nothing.
 #' @param ... Further options passed to `dpsynth.synthesize`.
 #' @return An object of class `dpsynth_synds`: a list with `syn` (list of `m`
 #'   data.frames), `m`, `method`, `call`, `epsilon`, `delta`, `seed`,
-#'   `ledger` (see [dp_ledger()]) and `diagnostics` (see [dp_diagnostics()]).
+#'   `ledger` (see [dp_ledger()]), `diagnostics` (see [dp_diagnostics()]),
+#'   `queries` (the public marginal tables the generator measured, a list of
+#'   character vectors; `NULL` when it does not say) and `analyses` (the
+#'   analysis formulas it was asked to serve). [dp_glm()] warns (class
+#'   `dpsynth_uncongenial_warning`) when a model needs a dependency that no
+#'   measured table carries.
 #' @examplesIf dpsynthr:::python_available()
 #' adult <- dp_dataset("adult")
 #' s <- dp_synthesize(adult, "independent", epsilon = 1, m = 2, seed = 1)
@@ -75,23 +85,60 @@ schema_to_py <- function(schema) {
 #' dp_ledger(s)
 #' @export
 dp_synthesize <- function(data, method, epsilon, delta = NULL, m = 1, seed = NULL,
-                          schema = attr(data, "dp_schema"), ...) {
+                          schema = attr(data, "dp_schema"), analyses = NULL, ...) {
   call <- match.call()
   if (!is.data.frame(data)) stop("`data` must be a data.frame", call. = FALSE)
   if (is.null(schema)) {
     stop("no public schema: pass `schema =` (a list or a JSON path); ",
          "dpsynthr never reads categories or bounds from the private data", call. = FALSE)
   }
-  res <- dp_py()$synthesize(r_to_pandas(data), schema_to_py(schema), method, as.numeric(epsilon),
-                            delta = if (!is.null(delta)) as.numeric(delta),
-                            m = as.integer(m), seed = if (!is.null(seed)) as.integer(seed), ...)
+  options <- list(...)
+  if (!is.null(analyses)) options$analyses <- analyses_to_py(analyses)
+  res <- do.call(dp_py()$synthesize,
+                 c(list(r_to_pandas(data), schema_to_py(schema), method, as.numeric(epsilon),
+                        delta = if (!is.null(delta)) as.numeric(delta),
+                        m = as.integer(m), seed = if (!is.null(seed)) as.integer(seed)),
+                   options))
   datasets <- reticulate::import_builtins(convert = FALSE)$iter(res$datasets)
   structure(list(syn = reticulate::iterate(datasets, pandas_to_r, simplify = FALSE),
                  m = as.integer(m), method = method, call = call,
                  epsilon = epsilon, delta = delta, seed = seed,
                  ledger = ledger_to_r(res$ledger),
-                 diagnostics = diagnostics_to_r(res)),
+                 diagnostics = diagnostics_to_r(res),
+                 queries = queries_to_r(res),
+                 analyses = as.character(unlist(py_json(res$analyses)))),
             class = "dpsynth_synds")
+}
+
+# One formula or string, or a list of them -> a list of formula strings (a Python list).
+analyses_to_py <- function(analyses) {
+  if (inherits(analyses, "formula")) analyses <- list(analyses)
+  if (is.character(analyses)) analyses <- as.list(analyses)
+  if (!is.list(analyses)) {
+    stop("`analyses` must be a formula (income ~ age + sex), a string, or a list of them", call. = FALSE)
+  }
+  lapply(unname(analyses), function(a) {
+    if (inherits(a, "formula")) return(formula_string(a))
+    if (is.character(a) && length(a) == 1L && !is.na(a)) return(a)
+    stop("each analysis must be a formula (income ~ age + sex) or one string; got ",
+         paste(deparse(a), collapse = " "), call. = FALSE)
+  })
+}
+
+# A formula as one line of text (long formulas are not cut).
+formula_string <- function(f) paste(trimws(deparse(f, width.cutoff = 500L)), collapse = " ")
+
+# A Python value -> R through JSON (None -> NULL; lists stay lists).
+py_json <- function(x) {
+  json <- reticulate::import("json", convert = FALSE)
+  jsonlite::fromJSON(reticulate::py_to_r(json$dumps(x)), simplifyVector = FALSE)
+}
+
+# The result's released queries -> list of character vectors, or NULL when unknown.
+queries_to_r <- function(res) {
+  q <- py_json(res$queries)
+  if (is.null(q)) return(NULL)
+  lapply(q, function(clique) as.character(unlist(clique)))
 }
 
 # the generator's diagnostics dict -> named list (through JSON: numpy scalars do not convert)
@@ -191,6 +238,11 @@ print.dpsynth_synds <- function(x, ...) {
   cat(sprintf("Privacy spent: epsilon = %s, delta = %s (budget epsilon = %s; see dp_ledger())\n",
               format(attr(x$ledger, "total_epsilon")), format(attr(x$ledger, "total_delta")),
               format(x$epsilon)))
+  if (length(x$analyses)) cat("Analyses served: ", paste(x$analyses, collapse = "; "), "\n", sep = "")
+  if (!is.null(x$queries)) {
+    cat("Measured marginal tables: ", length(x$queries), " ($queries; dp_glm() warns when a model needs ",
+        "one that is missing)\n", sep = "")
+  }
   rhat <- cells_rhat(x$diagnostics)
   if (!is.na(rhat)) {
     cat(sprintf("Posterior sampler: largest split R-hat of the cells' probabilities %.3g%s (see dp_diagnostics())\n",

@@ -226,6 +226,30 @@ fit_one_dataset <- function(model, formula, family, extra, env, d) {
   list(fit = fit, notes = unique(notes))
 }
 
+# The engine's congeniality check: what `formula` estimates that the synthesis' released
+# marginal tables (data$queries) do not carry. Empty when nothing is missing or the queries
+# are unknown (a list of data.frames, or a generator that does not report them).
+congeniality_messages <- function(formula, columns, queries) {
+  if (is.null(queries)) return(character())
+  f <- if (inherits(formula, "formula")) formula_string(formula) else formula
+  msgs <- py_try(dp_py()$analyses$congeniality_messages(f, as.list(columns), lapply(queries, as.list)), "congeniality")
+  as.character(unlist(reticulate::py_to_r(msgs)))
+}
+
+# Warn (class dpsynth_uncongenial_warning) when the synthesis cannot carry the model; returns the messages.
+check_congeniality <- function(formula, data, columns) {
+  if (!inherits(data, "dpsynth_synds") || is.null(data$queries)) return(character())
+  msgs <- congeniality_messages(formula, columns, data$queries)
+  if (length(msgs)) {
+    f <- formula_string(formula)
+    remedy <- sprintf("dp_synthesize(..., method = \"napsu-mq\", analyses = list(%s))", f)
+    text <- reticulate::py_to_r(dp_py()$analyses$uncongenial_text(f, as.list(msgs), remedy))
+    warning(structure(class = c("dpsynth_uncongenial_warning", "warning", "condition"),
+                      list(message = text, call = NULL, missing = msgs)))
+  }
+  msgs
+}
+
 pool_fits <- function(call, formula, data, model, family, extra, env, rule, dfcom, n_orig,
                       conf.level, se_ratio, se_limit) {
   if (is.character(formula)) formula <- stats::as.formula(formula, env = env)
@@ -243,6 +267,7 @@ pool_fits <- function(call, formula, data, model, family, extra, env, rule, dfco
   if (!is.null(se_ratio) && !(is.numeric(se_ratio) && length(se_ratio) == 1L && se_ratio > 1)) {
     stop("`se_ratio` must be a number > 1, or NULL to disable the screen", call. = FALSE)
   }
+  congeniality <- check_congeniality(formula, data, names(frames[[1]]))
   m <- length(frames)
   fits <- lapply(frames, function(d) fit_one_dataset(model, formula, family, extra, env, d))
 
@@ -348,6 +373,7 @@ pool_fits <- function(call, formula, data, model, family, extra, env, rule, dfco
   new_pooled(table, call = call, rule = info$name, m = m, conf.level = conf.level,
              dfcom = dfcom_used, formula = formula, model = model, family = family_spec(family),
              nobs = nobs, n_orig = n_orig, dropped = dropped, notes = notes,
+             congeniality = congeniality,
              qhat = est, uhat = uhat,
              method = if (inherits(data, "dpsynth_synds")) data$method,
              ledger = if (inherits(data, "dpsynth_synds")) data$ledger)
@@ -454,6 +480,12 @@ format.dpsynth_pooled <- function(x, digits = 4, ...) {
       "each data set from its own posterior draw); a generator that draws all m data sets from one",
       "fitted model gives b close to ubar whatever m, and the rule for fully synthetic data does not",
       "apply to it. See vignette(\"dpsynthr\")."), small))
+  }
+  if (length(x$congeniality)) {
+    lines <- c(lines, "UNCONGENIAL: the synthesis' measured tables do not carry what this model estimates",
+               "(coefficients biased towards independence; the intervals do not show it):",
+               paste0("  - ", x$congeniality),
+               "Synthesise with dp_synthesize(..., analyses = list(<this formula>)) to measure them.")
   }
   dropped <- x$dropped
   if (!is.null(dropped) && nrow(dropped)) {

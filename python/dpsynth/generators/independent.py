@@ -47,6 +47,7 @@ class IndependentMarginals(Generator):
                 noisy[:size] = 1.0
             self.probs_.append(noisy / noisy.sum())
         self.n_ = float(np.mean(totals))
+        self.measured_queries_ = [(name,) for name in self.schema_.names]  # public: the released tables
 
     def _sample_codes(self, n, rng, index):
         cols = []

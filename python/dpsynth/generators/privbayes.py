@@ -174,6 +174,8 @@ class PrivBayes(Generator):
                                    attributes=names if self.missing == "complete-rows" else attrs)
             self.network_.append((x, par))
             self.conditionals_.append(_conditional(noisy))
+        # the released tables' column sets (the network is itself a DP output)
+        self.measured_queries_ = [tuple(names[a] for a, _ in par) + (names[x],) for x, par in self.network_]
         self.n_ = float(n_public)
 
     def _candidates(self, todo, placed):

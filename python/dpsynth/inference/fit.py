@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..analyses import UncongenialAnalysisWarning, congeniality_messages, quote_columns, uncongenial_text
 from .rules import (NESTED_RULES, RULES, SYNTHETIC_LIKE, ScalarPool, _check_level, _select, check_rule,
                     d1_from_moments, pool_terms, scalar_table, size_ratio)
 
@@ -390,13 +391,15 @@ class PooledResult:
 
     Attributes: ``rule``, ``formula``, ``family``, ``m`` (datasets given), ``terms``, ``fits``
     (one `DatasetFit` per dataset), ``dropped`` (DataFrame: dataset, term, reason; term None = whole
-    dataset), ``dfcom``, ``n_ratio`` (n_syn/n_orig of the fallback), ``conf_level``, ``outcome_note``.
+    dataset), ``dfcom``, ``n_ratio`` (n_syn/n_orig of the fallback), ``conf_level``, ``outcome_note``,
+    ``congeniality`` (what the formula needs that the generator's released queries do not carry;
+    empty when they carry it all or the queries are unknown).
     Methods: ``to_frame()`` (mice's columns), ``summary()`` (statsmodels Summary), ``params``,
     ``bse``, ``pvalues``, ``conf_int()``, ``cov_params()``, ``wald_test(terms)``.
     """
 
     def __init__(self, *, table, rule, formula, family, fits, dropped, dfcom, n_ratio, conf_level,
-                 shape, cov, complete_moments, outcome_note):
+                 shape, cov, complete_moments, outcome_note, congeniality=()):
         self._table = table
         self.rule = rule
         self.formula = formula
@@ -410,6 +413,7 @@ class PooledResult:
         self._cov = cov
         self._moments = complete_moments
         self.outcome_note = outcome_note
+        self.congeniality = list(congeniality)
 
     # statsmodels-like accessors
     @property
@@ -526,6 +530,9 @@ class PooledResult:
         if noted:
             notes.append("Fit warnings: " + "; ".join(f"{k} in {v} dataset(s)" for k, v in noted.items())
                          + " (see .fits[i].notes).")
+        if self.congeniality:
+            notes.append("UNCONGENIAL: the generator's released tables do not carry what this model estimates "
+                         "(coefficients biased towards independence): " + "; ".join(self.congeniality) + ".")
         if not self.dropped.empty:
             counts = self.dropped["reason"].str.split(" [(]", n=1, regex=True).str[0].value_counts()
             notes.append("Dropped before pooling: " + "; ".join(f"{k}: {v}" for k, v in counts.items()) + ".")
@@ -538,6 +545,20 @@ class PooledResult:
                 f"terms={len(self._table)} formula={self.formula!r}>")
 
 
+def _check_congeniality(data, formula, columns) -> list[str]:
+    """Warn (UncongenialAnalysisWarning) when ``data`` is a result whose released queries miss a
+    dependency the formula estimates; returns the messages (empty: congenial or nothing to check)."""
+    queries = getattr(data, "queries", None)
+    if queries is None:
+        return []
+    schema = getattr(data, "schema", None)
+    names = list(schema.names) if schema is not None and hasattr(schema, "names") else list(columns)
+    messages = congeniality_messages(formula, names, queries)
+    if messages:
+        warnings.warn(uncongenial_text(formula, messages), UncongenialAnalysisWarning, stacklevel=3)
+    return messages
+
+
 def fit_pooled(data, formula: str, family="gaussian", rule: str = "synthetic", *, dfcom=None,
                n_orig=None, conf_level: float = 0.95, se_ratio: float | None = 100.0,
                se_limit: float | None = None, fit_kwds=None, eval_env: int = 0) -> PooledResult:
@@ -548,7 +569,11 @@ def fit_pooled(data, formula: str, family="gaussian", rule: str = "synthetic", *
     data : a SynthResult (its ``.datasets``) or a list of DataFrames; for rule "two-stage" /
         "two-stage-synthetic" a nested list: M imputations, each a list (or SynthResult) of r
         synthetic DataFrames.
-    formula : patsy formula, e.g. ``"income ~ age + C(race) + sex"``.
+    formula : patsy formula, e.g. ``"income ~ age + C(race) + sex"``; a column name that is not a
+        Python name may be written plainly (``hours-per-week``), in R's backticks or as ``Q("...")``.
+        When ``data`` is a SynthResult whose ``queries`` are known, the formula is checked against
+        them: a dependency no released table carries gives an ``UncongenialAnalysisWarning`` and
+        is listed in ``.congeniality`` and the summary.
     family : "gaussian" (OLS, default), "binomial" (logit GLM), "poisson" (log GLM) or a
         statsmodels family instance.
     rule : "synthetic" (default: fully synthetic data, the noise-aware DP setting), "mi",
@@ -581,6 +606,9 @@ def fit_pooled(data, formula: str, family="gaussian", rule: str = "synthetic", *
                       "generator (method='napsu-mq') for valid intervals.", NotNoiseAwareWarning, stacklevel=2)
     flat, shape = _frames_of(data, rule)
     frames = [f for _, f in flat]
+    congeniality = _check_congeniality(data, formula, frames[0].columns)
+    formula_in = formula
+    formula = quote_columns(formula, frames[0].columns)  # plain names such as hours-per-week
     outcome = outcome_column(formula, frames[0].columns)
     coding = outcome_coding(frames, outcome, fam) if outcome is not None else None
     outcome_note = (f"Outcome {outcome!r} coded 0/1 with {coding[1]!r} = 1 (second level, as R's glm)."
@@ -630,6 +658,6 @@ def fit_pooled(data, formula: str, family="gaussian", rule: str = "synthetic", *
         warnings.warn(f"fit_pooled: {whole} dataset(s) and {int(dropped['term'].notna().sum())} coefficient "
                       "estimate(s) were dropped before pooling (degenerate fits); see .dropped and the summary",
                       DegenerateFitWarning, stacklevel=2)
-    return PooledResult(table=table, rule=rule, formula=formula, family=fam, fits=fits, dropped=dropped,
+    return PooledResult(table=table, rule=rule, formula=formula_in, family=fam, fits=fits, dropped=dropped,
                         dfcom=dfcom_used, n_ratio=n_ratio, conf_level=level, shape=shape, cov=cov,
-                        complete_moments=moments, outcome_note=outcome_note)
+                        complete_moments=moments, outcome_note=outcome_note, congeniality=congeniality)

@@ -21,6 +21,7 @@ Example
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as _dt
 import html
 import io
@@ -39,6 +40,7 @@ th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 .banner{padding:.8em 1em;border-radius:4px;margin:1em 0;font-weight:600}
 .private{background:#fde2e1;border:2px solid #c0392b;color:#7b1d14}
 .release{background:#e3f2e6;border:1px solid #3c8d50;color:#1d4d28}
+.warn{background:#fff4d6;border:2px solid #c98a00;color:#5c3d00;font-weight:400}
 .muted{color:#666;font-size:.9em} img{max-width:100%} .tw{overflow-x:auto}
 """
 
@@ -182,12 +184,21 @@ def _ledger_section(result) -> str:
 # ------------------------------------------------------------------------------------------ reports
 def _pooled(result, formula, family, rule, transform):
     from ..inference import fit_pooled
-    from ..result import SynthResult
 
     if transform is not None:  # analysis columns derived from the released data (post-processing)
-        result = SynthResult([transform(f) for f in result.datasets], result.ledger, result.method,
-                             result.schema, result.generator)
+        result = dataclasses.replace(result, datasets=[transform(f) for f in result.datasets])
     return fit_pooled(result, formula, family=family, rule=rule)
+
+
+def congeniality_box(pooled) -> str:
+    """A warning box listing what the formula needs that the released queries do not carry ('' if none)."""
+    if not getattr(pooled, "congeniality", None):
+        return ""
+    items = "".join(f"<li>{html.escape(m)}</li>" for m in pooled.congeniality)
+    return ("<div class='banner warn'><b>Uncongenial analysis:</b> the generator's released tables do not carry "
+            "these dependencies of the model, so its coefficients are biased towards independence and the "
+            f"intervals do not show it.<ul>{items}</ul>Ask the data holder to generate with "
+            f"<code>analyses=[{html.escape(repr(pooled.formula))}]</code>.</div>")
 
 
 def analyst_report(result, formula: str, family: str = "gaussian", rule: str = "synthetic",
@@ -203,7 +214,7 @@ def analyst_report(result, formula: str, family: str = "gaussian", rule: str = "
         ("Privacy ledger", _ledger_section(result)),
         ("Pooled estimates", f"<p>Model <code>{html.escape(formula)}</code>, family {html.escape(family)}, "
                              f"pooled over m = {result.m} synthetic datasets with the <b>{html.escape(rule)}</b> "
-                             "combining rule.</p>" + _table(table[shown]) +
+                             "combining rule.</p>" + congeniality_box(pooled) + _table(table[shown]) +
                              ("<p class='muted'>fmi (fraction of missing information) is defined for the "
                               "multiple-imputation rule; like mice for reiter2003, it is left empty under the "
                               "synthetic-data rules.</p>" if rule != "mi" else "")),
@@ -295,7 +306,7 @@ def holder_report(real: pd.DataFrame, result, schema, formula: str | None = None
         pooled = _pooled(result, formula, family, rule, transform)
         cmp = compare_fit(pooled, real if transform is None else transform(real))
         frame = cmp.to_frame()
-        sections.append(("Real fit beside the pooled fit",
+        sections.append(("Real fit beside the pooled fit", congeniality_box(pooled) +
                          f"<p>Mean |standardised difference| {cmp.mean_abs_std_diff:.3f} real-data SEs; mean "
                          f"CI overlap {cmp.mean_ci_overlap:.3f} (Karr et al. 2006; 1 is perfect).</p>" + _table(frame)))
         real_tab = frame.rename(columns={"estimate.obs": "estimate", "conf.low.obs": "conf.low",
