@@ -21,6 +21,11 @@ Utility u = −û(X, θ) (the stump pMSE, Δu = 1/(2n)); a state outside the num
 scores û = ¼ (the largest pMSE, a constant, so the sensitivity is unchanged). The guarantee is exact
 for this finite-candidate mechanism (not for the continuous density of the paper): no chain, no
 approximation error. What it costs is resolution: θ can only be one of the candidates.
+
+Measured on the paper's case (n = 5000, unbounded schema, 10 releases, defaults; shared 2-core
+machine): mean CART pMSE (cp 1e-3, minbucket 5) of the 10 datasets 0.125 at ε = 1 (true-model data
+0.009; a useless θ ≈ 0.25), 0.015 at ε = 10 with lm(x2 ~ x1) coefficients (−2.46, 0.53) against
+(−2.5, 0.5); fit + sampling 34 s and 57 s.
 """
 from __future__ import annotations
 
