@@ -18,7 +18,7 @@ from dpsynth.generators import available_methods, make_generator
 # small settings that keep each fit well under a second while running every code path
 SMALL = {
     "napsu-mq": dict(delta=1e-6, queries="mst", inference="laplace"),
-    "pmse": dict(n_releases=2, n_search=40, n_adapt=20, n_sample=20),
+    "pmse": dict(n_releases=2, n_candidates=40, n_stages=2),
     "dp-misgan": dict(delta=1e-6, epochs=1, batch_size=64, hidden=8, critic_hidden=8, nz=4),
     "kamino": dict(delta=1e-6, epochs=1, batch_size=64, hidden=8),
     "kamino-i": dict(delta=1e-6, epochs=1, batch_size=64, hidden=8),

@@ -75,30 +75,37 @@ needs the *optimal* tree over a data-independent family; a greedy CART is not th
 heuristic). Each release is an exponential mechanism at ε_r and the ``n_releases`` releases compose
 to ε (conditionally on the public random numbers, which are independent of the data).
 
-*Sampling is approximate.* The exponential mechanism over a continuous θ is sampled by MCMC
-(:func:`pmse_chains`): the guarantee above is for the exact density; a finite chain's output is only
-close to it. To keep that gap honest: one independent chain per release (no release re-uses a
-chain), each started at a draw from the prior (dispersed and data-independent; never at the data's
-estimates, unlike the paper's code, which started at the true values), a fixed number of iterations
-that never depends on the data (``n_search`` + ``n_adapt`` burn-in, then ``n_sample`` with a frozen
-proposal) and the chain's last state released. The chains run on asinh(coefficients) and log σ, so
-that steps can cross the prior's range and still resolve the posterior. The burn-in search uses the
-mean of the single-column pMSEs, which, unlike the target, decreases as soon as one column overlaps
-the data. Known limit (shared with the paper): at small ε_r the exact density can put much of its
-mass on the prior's plateau (û ≈ ¼); a chain that has found the mode rarely leaves it, so there the
-sampler may be less noisy than the exact mechanism. Chain diagnostics (acceptance, split-R̂ across
-the chains, û traces) are functions of whole chains, not of the released draws, and are not covered
-by the guarantee: they are kept only with ``keep_diagnostics=True``, which flags the ledger.
+*Sampling* (``sampler=``). The exponential mechanism over a continuous θ cannot be sampled exactly
+in general, so the default, ``sampler="exact"``, releases from exponential mechanisms over *finite*
+public candidate sets instead, sampled exactly by :func:`dpsynth.privacy.exponential_mechanism`
+(McSherry & Talwar 2007): ``n_candidates`` states drawn uniformly from a box set by the prior's scale
+(the base measure is that public candidate distribution), then ``n_stages − 1`` "zoom" stages around
+the previous stage's release, the ε_r of a release split over the stages (adaptive composition);
+see :mod:`dpsynth.generators.pmse_exact`. The guarantee is exact for that mechanism; no chain.
+On the paper's case a KS/χ² test of the released indices against the exact softmax over the same
+candidates passes (tests), where the old default chain, used as if it were an exact draw, failed a
+KS test against exact sampling (p = 0.016).
+
+``sampler="metropolis-approximate"`` is the paper's variant: a finite Metropolis chain on the
+continuous density (:func:`pmse_chains`), whose output is only close to it. The guarantee is for the
+exact density and the chain's error is not accounted, so the ledger is flagged (ε reported as ∞).
+Its settings are public: each chain starts at a prior draw (drawn before the data are read), the
+initial proposal scale is the prior's (:meth:`Prior.proposal_scale`), the burn-in search sharpness is
+the constant ``SEARCH_SHARPNESS`` and the iteration counts depend only on the number of parameters.
+The burn-in adapts the proposal to the chain's own history (Haario et al. 2001), so the proposal
+used afterwards does depend on the data: one more reason why this option is not a guarantee. One
+independent chain per release; the chains run on asinh(coefficients) and log σ; the burn-in search
+uses the mean of the single-feature pMSEs. At small ε_r the exact density can put much of its mass
+on the prior's plateau (û ≈ ¼); a chain that has found the mode rarely leaves it, so there the chain
+is less noisy than the exact mechanism. Chain diagnostics are kept only with ``keep_diagnostics=True``.
 
 Releases and datasets: release i (i = 1..``n_releases``) costs ε/``n_releases`` in the ledger and
 gives θ_i; synthetic dataset j of ``sample(m=...)`` is drawn from g(θ_{j mod n_releases}) (dataset j
 uses draw j; with m > n_releases the draws are re-used, post-processing at no extra cost but no new
 information, with a warning).
 
-Grey-box audit: before sampling, û(X, θ) is reported to :func:`dpsynth.privacy.record_noise_inputs`
-(via ``_observe``) at each chain's start, a public, data-independent θ; the neighbour tests check
-|û(X, θ) − û(X', θ)| ≤ Δu there. (The MCMC itself visits data-dependent θ, so those values are not
-reported.)
+Grey-box audit: with the exact sampler the primitive reports û at every candidate of every stage to
+:func:`dpsynth.privacy.record_noise_inputs`; with the chain, û at each chain's (public) start only.
 
 Scope: complete rows only (a missing value gives a ValueError); the generated numeric values are
 clipped to the schema's bounds where the schema has them and rounded for integer columns.
@@ -110,7 +117,7 @@ Example
 >>> x1 = rng.normal(2, np.sqrt(10), 500)
 >>> df = pd.DataFrame({"x1": x1, "x2": rng.normal(-2.5 + 0.5 * x1, np.sqrt(3))})
 >>> schema = dpsynth.Schema.from_dict({"x1": {"type": "numeric"}, "x2": {"type": "numeric"}})
->>> gen = PMSEMechanism(epsilon=1.0, n_releases=2, n_search=20, n_adapt=20, n_sample=20)
+>>> gen = PMSEMechanism(epsilon=1.0, n_releases=2, n_candidates=200, n_stages=2)
 >>> gen = gen.fit(df, schema, seed=1)
 >>> res = gen.sample(m=2, seed=2)
 >>> [d.shape for d in res.datasets], round(res.ledger.total_epsilon(), 6)
@@ -129,11 +136,14 @@ import pandas as pd
 
 from ..privacy.mechanisms import _observe
 from ..progress import progress
+from . import pmse_exact
 from .base import Generator
 
 TREES = ("stump", "paper")
 FEATURES = ("pairs", "columns")
 MODELS = ("sequential-linear",)
+SAMPLERS = ("exact", "metropolis-approximate")
+SEARCH_SHARPNESS = 5000.0  # metropolis-approximate: final k of the burn-in search, per unit of pMSE (public)
 
 
 # ====================================================================== the synthesiser g(θ)
@@ -738,17 +748,25 @@ class PMSEMechanism(Generator):
     tree : "stump" (default; the optimal two-leaf partition over a data-independent family, provable
         Δu = 1/(2n)) or "paper" (rpart-like greedy CART, maxdepth 5, cp 0.01: the paper's
         implementation, heuristic).
-    n_releases : number of parameter draws θ_1..θ_l (one independent chain each).
+    n_releases : number of parameter draws θ_1..θ_l.
+    sampler : "exact" (default; exponential mechanisms over finite public candidate sets, sampled
+        exactly, :mod:`dpsynth.generators.pmse_exact`) or "metropolis-approximate" (the paper's
+        MCMC; flags the ledger: no guarantee for a finite chain).
+    n_candidates : exact sampler: public stage-1 candidates (default 2000, shared by the releases;
+        each later stage draws n_candidates // 4). Cost ≈ (n_candidates + n_releases·(n_stages − 1)·
+        n_candidates/4) evaluations of û, ≈ 1 ms each at n = 5000.
+    n_stages : exact sampler: stages per release (default 4; 1 = a single finite-candidate mechanism).
     features : "pairs" (default) or "columns": the partition family of the stump.
     n_synth : synthetic sets per θ in û (the paper used 25; the common random numbers make a few enough).
-    n_search, n_adapt, n_sample : MCMC iterations per chain: burn-in search, burn-in adaptation,
+    n_search, n_adapt, n_sample : metropolis-approximate only: burn-in search, burn-in adaptation,
         then with the proposal frozen (the last state is released); see :func:`pmse_chains`.
         Defaults 100·d, 100·d and 60·d for d parameters (500, 500, 300 for the paper's model).
     prior_var, logit_prior_sd, prior_on : the public prior (see the module docstring).
     delta_u : None (1/(2n) for the stump, 1/n for "paper"), "paper" (1/n), or a number.
     cart : options for the "paper" tree (maxdepth, cp, minsplit, minbucket).
     order : column order of the sequential model (default: the schema's).
-    keep_diagnostics : keep MCMC diagnostics in ``diagnostics_`` (flags the ledger as not private).
+    keep_diagnostics : keep diagnostics in ``diagnostics_`` (MCMC traces, or the candidates' û; data-
+        dependent, so this flags the ledger as not private).
     """
 
     method = "pmse"
@@ -758,6 +776,7 @@ class PMSEMechanism(Generator):
 
     def __init__(self, epsilon: float, delta: float | None = None, *, model: str = "sequential-linear",
                  tree: str = "stump", n_releases: int = 10, features: str = "pairs", n_synth: int = 1,
+                 sampler: str = "exact", n_candidates: int | None = None, n_stages: int | None = None,
                  n_search: int | None = None, n_adapt: int | None = None, n_sample: int | None = None,
                  prior_var: float = 1e5,
                  logit_prior_sd: float = 10.0, prior_on: str = "var", delta_u=None, cart: dict | None = None,
@@ -771,7 +790,19 @@ class PMSEMechanism(Generator):
             raise ValueError(f"features must be one of {list(FEATURES)}, got {features!r}")
         if prior_on not in ("var", "sd"):
             raise ValueError(f"prior_on must be 'var' or 'sd', got {prior_on!r}")
+        if sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be 'exact' (default) or 'metropolis-approximate', got {sampler!r}")
+        mcmc = {k: v for k, v in (("n_search", n_search), ("n_adapt", n_adapt), ("n_sample", n_sample)) if v is not None}
+        grid = {k: v for k, v in (("n_candidates", n_candidates), ("n_stages", n_stages)) if v is not None}
+        if sampler == "exact" and mcmc:
+            raise ValueError(f"{sorted(mcmc)} set the MCMC chain: pass sampler='metropolis-approximate' too, or "
+                             "use n_candidates / n_stages for the exact sampler")
+        if sampler != "exact" and grid:
+            raise ValueError(f"{sorted(grid)} set the exact sampler: drop them or use sampler='exact'")
         self.model, self.tree, self.features, self.prior_on = model, tree, features, prior_on
+        self.sampler = sampler
+        self.n_candidates = _positive_int(2000 if n_candidates is None else n_candidates, "n_candidates")
+        self.n_stages = _positive_int(4 if n_stages is None else n_stages, "n_stages")
         self.n_releases = _positive_int(n_releases, "n_releases")
         self.n_synth = _positive_int(n_synth, "n_synth")
         self.n_search = None if n_search is None else _count(n_search, "n_search")
@@ -837,11 +868,13 @@ class PMSEMechanism(Generator):
         n_search = 100 * d if self.n_search is None else self.n_search
         n_adapt = 100 * d if self.n_adapt is None else self.n_adapt
         n_sample = 60 * d if self.n_sample is None else self.n_sample
-        rng = source.numpy  # public randomness: common random numbers, starts, proposals
+        rng = source.numpy  # public randomness: candidates or starts first (they do not depend on n), then CRN
+        prior = Prior(model, self.prior_var, self.logit_prior_sd, self.prior_on)
+        exact = self.sampler == "exact"
+        starts = (pmse_exact.draw_candidates(prior, rng, self.n_candidates) if exact
+                  else prior.sample(rng, self.n_releases))
         z = rng.standard_normal((self.n_synth, n, len(num_names)))
         u = rng.random((self.n_synth, n, len(cat_names)))
-        prior = Prior(model, self.prior_var, self.logit_prior_sd, self.prior_on)
-        starts = prior.sample(rng, self.n_releases)
         # the first column, if numeric, is c + σ z: its synthetic order is the order of z
         orders = {0: np.argsort(z[:, :, 0], axis=1)} if layout[0].kind == "numeric" else None
 
@@ -854,6 +887,47 @@ class PMSEMechanism(Generator):
         def u_hat(states):
             num, cat = model.simulate(prior.theta(states), z, u)
             return quality(num, cat, orders=orders).mean(axis=1)
+
+        proved = self.tree == "stump" and self.delta_u is None
+        if self.tree == "stump":
+            what = ("best two-leaf partition over a data-independent family; Δu = 1/(2n) proved (replace-one)"
+                    if proved else f"best two-leaf partition; Δu = {du:.3g} as given")
+        else:
+            what = ("HEURISTIC: greedy rpart-like CART (maxdepth {maxdepth}, cp {cp}) can exceed the paper's "
+                    "Δu = 1/n (paper's Table 1)".format(**self.cart))
+        self.diagnostics_ = None
+        if exact:
+            shares, spreads = pmse_exact.stage_plan(self.n_stages)
+            self.sampler_settings_ = {"sampler": "exact", "n_candidates": self.n_candidates,
+                                      "n_stages": self.n_stages, "stage_shares": shares.tolist(),
+                                      "stage_spreads": [None] + spreads[1:].tolist(),
+                                      "box": [x.tolist() for x in pmse_exact.candidate_box(prior)]}
+            note = (f"u = mean pMSE over {self.n_synth} synthetic set(s), {what}; exact: exponential mechanism over "
+                    "finite public candidates (McSherry & Talwar 2007), base measure = the public candidate "
+                    "distribution")
+            out = pmse_exact.exact_releases(u_hat, prior, starts, rng, source, self.ledger, epsilon_r=eps_r,
+                                            sensitivity=du, n_releases=self.n_releases, n_stages=self.n_stages,
+                                            relation=self.relation, note=note, progress=progress)
+            states = out["states"]
+            self.candidates_, self.release_index_ = prior.theta(starts), out["index"]
+            if self.keep_diagnostics:
+                self.diagnostics_ = {"candidate_u": out["candidate_u"], "stage_u": out["stage_u"]}
+                self.ledger.flag("candidate scores kept (keep_diagnostics=True): û at every candidate is a function "
+                                 "of the data and is not covered by the guarantee")
+        else:
+            states = self._metropolis(model, prior, stump, u_hat, z, u, orders, starts, scale, du, eps_r, what,
+                                      (n_search, n_adapt, n_sample), rng)
+        if self.tree == "paper":
+            self.ledger.flag("pMSE mechanism with tree='paper' (greedy CART): the sensitivity bound is heuristic, "
+                             "so the ε above is not a guarantee")
+        self.model_ = model
+        self.theta_ = prior.theta(states)
+        self.n_ = n
+        self.sensitivity_ = du
+
+    def _metropolis(self, model, prior, stump, u_hat, z, u, orders, starts, scale, du, eps_r, what, iters, rng):
+        """sampler="metropolis-approximate": one chain per release (see :func:`pmse_chains`); flags the ledger."""
+        n_search, n_adapt, n_sample = iters
 
         def terms(states, q, base):
             ok = prior.in_range(states)
@@ -870,46 +944,37 @@ class PMSEMechanism(Generator):
             num, cat = model.simulate(prior.theta(states), z, u)
             return stump.feature_pmse(num, cat, orders=orders).mean(axis=(1, 2))
 
-        proved = self.tree == "stump" and self.delta_u is None
-        if self.tree == "stump":
-            what = ("best two-leaf partition over a data-independent family; Δu = 1/(2n) proved (replace-one)"
-                    if proved else f"best two-leaf partition; Δu = {du:.3g} as given")
-        else:
-            what = ("HEURISTIC: greedy rpart-like CART (maxdepth {maxdepth}, cp {cp}) can exceed the paper's "
-                    "Δu = 1/n (paper's Table 1)".format(**self.cart))
-        note = (f"u = mean pMSE over {self.n_synth} synthetic set(s), {what}; independent MCMC chain from a prior "
-                f"draw ({n_search} search + {n_adapt} adaptive + {n_sample} fixed Metropolis "
-                "iterations): the guarantee is for the exact density, the chain is approximate")
+        self.sampler_settings_ = {"sampler": "metropolis-approximate", "n_search": n_search, "n_adapt": n_adapt,
+                                  "n_sample": n_sample, "proposal_scale": prior.proposal_scale().tolist(),
+                                  "search_sharpness": SEARCH_SHARPNESS, "starts": starts.tolist()}
+        mech = "exponential mechanism (MCMC, approximate)"
+        note = (f"u = mean pMSE over {self.n_synth} synthetic set(s), {what}; approximate (MCMC): guarantee is for "
+                f"the exact density, chain error not accounted ({n_search} search + {n_adapt} adaptive + "
+                f"{n_sample} fixed Metropolis iterations from a prior draw)")
         start_u = u_hat(starts)
         for i in range(self.n_releases):
             step = f"release {i + 1}/{self.n_releases}: θ ~ exp(−ε u/(2Δu)) (pMSE mechanism)"
-            self.ledger.spend(step, "exponential mechanism (MCMC)", epsilon=eps_r, sensitivity=du,
-                              relation=self.relation, norm="Linf", note=note)
-            _observe(step, "exponential mechanism (MCMC)", start_u[i:i + 1], du, "Linf")
-        if self.tree == "paper":
-            self.ledger.flag("pMSE mechanism with tree='paper' (greedy CART): the sensitivity bound is heuristic, "
-                             "so the ε above is not a guarantee")
-
+            self.ledger.spend(step, mech, epsilon=eps_r, sensitivity=du, relation=self.relation, norm="Linf",
+                              note=note)
+            _observe(step, mech, start_u[i:i + 1], du, "Linf")
+        self.ledger.flag("pMSE mechanism with sampler='metropolis-approximate': a finite MCMC chain is not an exact "
+                         "draw from the exponential mechanism, so the ε above is not a guarantee")
         # Search density (burn-in only): the mean pMSE over the features (it improves as soon as any
-        # feature does, where the target waits for the worst one), sharper than the target (up to n
-        # per unit of pMSE, annealed) and with a N(0, 3²) on the state instead of the prior, whose
-        # asinh/log Jacobian pulls the state outwards, where the prior's mass is.
+        # feature does, where the target waits for the worst one), annealed up to SEARCH_SHARPNESS per
+        # unit of pMSE, with a N(0, 3²) on the state instead of the prior, whose asinh/log Jacobian
+        # pulls the state outwards, where the prior's mass is.
         states, diag = pmse_chains(lambda s: terms(s, u_search, prior.search_logpdf), density, starts,
                                    prior.proposal_scale(), n_search, n_adapt, n_sample, rng,
                                    keep_traces=self.keep_diagnostics,
                                    blocks=[np.arange(a, b) for _, a, b, _ in model.blocks],
-                                   search_scale=max(scale, float(n)))
-        self.model_ = model
-        self.theta_ = prior.theta(states)
-        self.n_ = n
-        self.sensitivity_ = du
-        self.diagnostics_ = None
+                                   search_scale=SEARCH_SHARPNESS)
         if self.keep_diagnostics:
             diag["start_u"] = start_u
             diag["param_names"] = list(model.names)
             self.diagnostics_ = diag
             self.ledger.flag("MCMC diagnostics kept (keep_diagnostics=True): chain traces and acceptance rates are "
                              "functions of the whole chains and are not covered by the guarantee")
+        return states
 
     # ------------------------------------------------------------------ results
     def parameters(self) -> pd.DataFrame:
