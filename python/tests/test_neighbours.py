@@ -111,6 +111,7 @@ def test_distinguishing_audit(method):
     opts = dict(SMALL.get(method, {}))
     delta = opts.pop("delta", None)
     res = distinguishing_audit(method, epsilon=1.0, delta=delta, runs=AUDIT_RUNS.get(method, 300), seed=11, **opts)
-    print(f"audit {method}: eps_lo {res['eps_lo']:.3f} claimed {res['eps_claimed']:.3f} "
+    print(f"audit {method}: eps_lo {res['eps_lo']:.3f} ledger {res['eps_claimed']:.3f} "
+          f"claim for a replaced row under {res['relation']} {res['claim_epsilon']:.3f} "
           f"(FP {res['false_positives']}, FN {res['false_negatives']} of {res['evaluated_per_side']})")
     assert res["passed"] and res["eps_lo"] <= 1.0 + 1e-9, res
