@@ -117,9 +117,9 @@ def test_leak_audit_relation_decides_what_is_a_neighbour():
 
 def test_leak_configurations_cover_every_registered_generator():
     configs = leak_configurations()
-    assert {m for m, _ in configs.values()} == set(available_methods())
+    assert {m for m, _, _ in configs.values()} == set(available_methods())
     # the missing-data wrappers also run around a replace-one generator, whose n is public inside them
-    assert configs["complete-rows[privbayes]"] == ("complete-rows", {"generator": "privbayes"})
+    assert configs["complete-rows[privbayes]"] == ("complete-rows", 100.0, {"generator": "privbayes"})
 
 
 @pytest.mark.filterwarnings("ignore:complete-rows:UserWarning")
@@ -127,8 +127,8 @@ def test_leak_configurations_cover_every_registered_generator():
 def test_registered_generator_releases_nothing_outside_the_ledger(label):
     """Issue 16: every registered generator (tiny settings) releases nothing about a neighbour
     outside its ledger: no exact row count, no dtype that follows the private missingness."""
-    method, options = leak_configurations()[label]
-    report = leak_audit(method, epsilon=1.0, label=label, **options)
+    method, epsilon, options = leak_configurations()[label]
+    report = leak_audit(method, epsilon, label=label, **options)
     assert len(report) and "replace" in set(report["neighbour"])
     leaks = report[report["leak"]]
     assert leaks.empty, f"{label} releases outside its ledger:\n" + leaks[["neighbour", "item", "difference"]].to_string()
