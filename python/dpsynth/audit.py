@@ -501,35 +501,49 @@ def _describe(obj, path: str, out: dict, seen: set, depth: int = 0) -> None:
 
 
 def _saved_file(gen, folder) -> dict:
-    """What :meth:`Generator.save` stores, flattened by :func:`_describe`: the files written, the
-    members of archives and keys of JSON files, and the state of the generator loaded back."""
-    import json
-    import zipfile
+    """What a fitted generator holds and :meth:`Generator.save` stores, flattened by
+    :func:`_describe`: its state (every attribute, as saving stores the whole object), the files
+    written, and inside them the keys of JSON and the entries of (npz) archives. A refused save
+    (a class the file format does not take) is recorded as such; the state is still described."""
     from pathlib import Path
 
-    from .generators.base import Generator
-
     folder = Path(folder)
-    gen.save(folder / "generator")
     out: dict = {}
+    _describe(vars(gen), "state", out, set())
+    try:
+        gen.save(folder / "generator")
+    except (TypeError, ValueError) as err:
+        out["save"] = ("refused", f"{type(err).__name__}: {err}")
+        return out
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     _describe([str(p.relative_to(folder)) for p in files], "files", out, set())
     for p in files:
-        name = f"file {p.relative_to(folder)}"
-        if zipfile.is_zipfile(p):
-            with np.load(p, allow_pickle=False) if p.suffix == ".npz" else contextlib.nullcontext() as arrays:
-                if arrays is not None:
-                    _describe({k: arrays[k] for k in arrays.files}, name, out, set())
-                else:
-                    with zipfile.ZipFile(p) as z:
-                        _describe(sorted(z.namelist()), name, out, set())
-            continue
-        try:
-            _describe(json.loads(p.read_text(encoding="utf-8")), name, out, set())
-        except (UnicodeDecodeError, ValueError):
-            pass  # binary (pickle): described through the loaded state below
-    _describe(vars(Generator.load(folder / "generator")), "state", out, set())
+        _describe(_file_content(p), f"file {p.relative_to(folder)}", out, set())
     return out
+
+
+def _file_content(path):
+    """A saved file as data: an npz archive's entries (UTF-8 JSON entries parsed), another zip's
+    member names, a JSON file's content, or None for other binary files (pickle)."""
+    import json
+    import zipfile
+
+    def parsed(raw: bytes):
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return None
+
+    if zipfile.is_zipfile(path):
+        try:
+            with np.load(path, allow_pickle=False) as arrays:
+                entries = {k: arrays[k] for k in arrays.files}
+        except ValueError:
+            with zipfile.ZipFile(path) as z:
+                return sorted(z.namelist())
+        return {k: (parsed(a.tobytes()) if a.dtype == np.uint8 and parsed(a.tobytes()) is not None else a)
+                for k, a in entries.items()}
+    return parsed(path.read_bytes())
 
 
 def _frame_values(frame: pd.DataFrame) -> str:
