@@ -484,6 +484,9 @@ def _describe(obj, path: str, out: dict, seen: set, depth: int = 0) -> None:
     seen.add(id(obj))
     if hasattr(obj, "state_dict"):  # torch module: its parameters and buffers
         obj = dict(obj.state_dict())
+    if isinstance(obj, list) and obj and all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)
+                                             for e in obj):
+        obj = dict(obj)  # a dict saved as [key, value] pairs (JSON): the keys name the paths (and timings)
     if isinstance(obj, dict):
         put(f"dict keys {sorted(map(str, obj))}", None)
         for k, v in obj.items():
