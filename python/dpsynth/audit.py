@@ -579,8 +579,8 @@ def released(gen, rec=None, m: int = 2, sample_seed: int = 1) -> dict:
         "rows": [len(f) for f in frames],
         "columns": [list(map(str, f.columns)) for f in frames],
         "dtypes": [{str(c): str(t) for c, t in f.dtypes.items()} for f in frames],
-        "categories": [{str(c): list(f[c].cat.categories) for c in f.columns if isinstance(f[c].dtype, pd.CategoricalDtype)}
-                       for f in frames],
+        "categories": [{str(c): list(f[c].cat.categories) for c in f.columns
+                        if isinstance(f[c].dtype, pd.CategoricalDtype)} for f in frames],
         "synthetic values": [_frame_values(f) for f in frames],
         "diagnostics keys": sorted(res.diagnostics),
         "diagnostics values": diag,

@@ -70,8 +70,9 @@ def test_audit_passes_independent():
 def test_group_claim_of_each_neighbour_kind():
     """A changed row is two add/remove steps (group privacy: 2ε, δ(1 + e^ε)) and one replace-one
     step; an added or removed row is no replace-one neighbour at all (n is public)."""
-    assert [neighbour_steps("add-remove", k) for k in ("remove", "add all-NA", "value to NA", "replace")] == [1, 1, 2, 2]
-    assert [neighbour_steps("replace-one", k) for k in ("remove", "add", "value to NA", "replace")] == [None, None, 1, 1]
+    kinds = ("remove", "add all-NA", "value to NA", "replace")
+    assert [neighbour_steps("add-remove", k) for k in kinds] == [1, 1, 2, 2]
+    assert [neighbour_steps("replace-one", k) for k in kinds] == [None, None, 1, 1]
     eps, delta = group_claim(0.5, 1e-6, 2)
     assert eps == 1.0 and delta == pytest.approx(1e-6 * (1 + np.exp(0.5)))
     assert group_claim(0.5, 1e-6, 1) == (0.5, 1e-6)

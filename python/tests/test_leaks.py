@@ -131,7 +131,8 @@ def test_registered_generator_releases_nothing_outside_the_ledger(label):
     report = leak_audit(method, epsilon, label=label, **options)
     assert len(report) and "replace" in set(report["neighbour"])
     leaks = report[report["leak"]]
-    assert leaks.empty, f"{label} releases outside its ledger:\n" + leaks[["neighbour", "item", "difference"]].to_string()
+    shown = leaks[["neighbour", "item", "difference"]].to_string()
+    assert leaks.empty, f"{label} releases outside its ledger:\n{shown}"
 
 
 def test_cli_audit_leaks(capsys):
