@@ -6,6 +6,7 @@
     dpsynth report DIR --formula "y ~ x1 + x2" --family binomial [--real DATA.csv]
     dpsynth demo
     dpsynth audit --method privbayes-e --epsilon 1
+    dpsynth audit --leaks
     dpsynth datasets
 """
 from __future__ import annotations
@@ -143,18 +144,60 @@ def cmd_report(args) -> int:
 
 
 def cmd_audit(args) -> int:
+    if args.leaks:
+        return _audit_leaks(args)
     from dpsynth.audit import distinguishing_audit
 
-    res = distinguishing_audit(args.method, epsilon=args.epsilon, delta=args.delta, runs=args.runs, seed=args.seed)
-    print(f"distinguishing audit of {res['method']} (D = 40 identical rows, D' = one row replaced by a unique row)")
+    if args.method is None or args.epsilon is None:
+        raise ValueError("the distinguishing audit needs --method and --epsilon (or use --leaks)")
+    res = distinguishing_audit(args.method, epsilon=args.epsilon, delta=args.delta, runs=args.runs, seed=args.seed,
+                               pair=args.pair)
+    what = "one row replaced by" if res["pair"] == "replace" else "one row added:"
+    print(f"distinguishing audit of {res['method']} (D = 40 identical rows, D' = {what} a unique row)")
     print(f"  runs per side: {res['runs_per_side']} (threshold on half, {res['evaluated_per_side']} evaluated)")
     print(f"  false positives {res['false_positives']}, false negatives {res['false_negatives']}")
     print(f"  epsilon lower bound (95%, Clopper-Pearson): {res['eps_lo']:.3f}")
-    print(f"  epsilon claimed by the ledger:             {res['eps_claimed']:.3f}")
+    print(f"  epsilon in the ledger:                      {res['eps_claimed']:.3f}")
+    print(f"  claim for this pair under {res['relation']}: {res['claim_epsilon']:.3f}"
+          f"{' (group privacy: two steps)' if res['claim_epsilon'] > res['eps_claimed'] + 1e-12 else ''}")
     print(f"  largest lower bound these runs can show:    {res['max_power']:.3f}")
     print("  PASSED: no evidence of leakage beyond the claim" if res["passed"] else
           "  FAILED: the generator leaks more than its ledger claims")
     return 0 if res["passed"] else 1
+
+
+def _audit_leaks(args) -> int:
+    """``dpsynth audit --leaks``: the non-noise leak audit of every registered generator (or --method)."""
+    import warnings
+
+    import pandas as pd
+
+    from dpsynth.audit import leak_audit_all
+
+    methods = None if args.method is None else [args.method]
+    with warnings.catch_warnings():
+        warnings.simplefilter("once")
+        report = leak_audit_all(methods, errors="report", seed=0 if args.seed is None else args.seed)
+    leaks = report[report["leak"]]
+    failed = report[report["item"] == "fit"]
+    print("leak audit: each generator on a 12-row table and its neighbours (a value set to NA, a row removed, "
+          "an all-NA row added, a row replaced),\nthe same seed, D's noise transcript replayed on D': "
+          "everything released must be identical")
+    with pd.option_context("display.width", 200, "display.max_colwidth", 100):
+        for name, rows in report.groupby("generator", sort=False):
+            bad = rows[rows["leak"]]
+            if (rows["item"] == "fit").any():
+                print(f"  {name}: ERROR {rows['difference'].iloc[0]}")
+                continue
+            print(f"  {name}: {'PASSED' if bad.empty else 'LEAKS'} ({rows['neighbour'].nunique()} neighbours, "
+                  f"{len(rows)} comparisons)")
+            for r in bad.itertuples():
+                print(f"      {r.neighbour}: {r.item}: {r.difference}")
+    if len(failed):
+        print(f"ERROR: {len(failed)} configuration(s) could not be audited")
+    print("PASSED: nothing differs outside the ledger" if leaks.empty else
+          f"FAILED: {leaks['generator'].nunique()} generator configuration(s) release information outside the ledger")
+    return 0 if leaks.empty and failed.empty else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -198,10 +241,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true")
     r.set_defaults(func=cmd_report)
 
-    a = sub.add_parser("audit", help="distinguishing audit of a generator on worst-case toy data")
-    a.add_argument("--method", required=True)
-    a.add_argument("--epsilon", type=float, required=True)
+    a = sub.add_parser("audit", help="distinguishing audit of a generator on worst-case toy data, or (--leaks) the "
+                       "audit of what every generator releases outside its noise")
+    a.add_argument("--leaks", action="store_true", help="audit every registered generator (or --method) for "
+                   "releases outside the ledger: row counts, dtypes, categories, saved file, diagnostics, ledger")
+    a.add_argument("--method", default=None, help="generator (required without --leaks)")
+    a.add_argument("--epsilon", type=float, default=None,
+                   help="epsilon of the distinguishing audit (--leaks runs each generator at its own)")
     a.add_argument("--delta", type=float, default=None)
+    a.add_argument("--pair", choices=["replace", "add"], default="replace",
+                   help="D' = D with one row replaced (default) or one row added")
     a.add_argument("--runs", type=int, default=300, help="runs per side (default 300)")
     a.add_argument("--seed", type=int, default=None)
     a.set_defaults(func=cmd_audit)

@@ -4,7 +4,7 @@ import pytest
 
 import dpsynth
 from dpsynth.audit import (assert_neighbour_safe, audit_datasets, distinguishing_audit, epsilon_lower_bound,
-                           neighbour_check)
+                           group_claim, neighbour_check, neighbour_steps)
 from dpsynth.generators.independent import IndependentMarginals
 from dpsynth.privacy import laplace_counts
 from dpsynth.marginals import count_marginal, count_with_missing
@@ -65,6 +65,54 @@ def test_neighbour_check_catches_understated_sensitivity(toy):
 def test_audit_passes_independent():
     res = distinguishing_audit("independent", epsilon=1.0, runs=100, seed=1)
     assert res["passed"], res
+
+
+def test_group_claim_of_each_neighbour_kind():
+    """A changed row is two add/remove steps (group privacy: 2ε, δ(1 + e^ε)) and one replace-one
+    step; an added or removed row is no replace-one neighbour at all (n is public)."""
+    kinds = ("remove", "add all-NA", "value to NA", "replace")
+    assert [neighbour_steps("add-remove", k) for k in kinds] == [1, 1, 2, 2]
+    assert [neighbour_steps("replace-one", k) for k in kinds] == [None, None, 1, 1]
+    eps, delta = group_claim(0.5, 1e-6, 2)
+    assert eps == 1.0 and delta == pytest.approx(1e-6 * (1 + np.exp(0.5)))
+    assert group_claim(0.5, 1e-6, 1) == (0.5, 1e-6)
+    assert group_claim(0.5, 1e-6, None) == (np.inf, 1.0)
+    with pytest.raises(ValueError, match="relation"):
+        neighbour_steps("bounded", "replace")
+
+
+@pytest.mark.parametrize("method, pair, relation, factor", [
+    ("independent", "replace", "add-remove", 2.0),
+    ("independent", "add", "add-remove", 1.0),
+    ("privbayes-e", "replace", "replace-one", 1.0),
+    ("privbayes-e", "add", "replace-one", np.inf),
+])
+def test_audit_ceiling_follows_relation_and_pair(method, pair, relation, factor):
+    """Issue 16: the distinguishing audit compares ε_lo with what the ledger's ε gives the pair under
+    the generator's declared relation, not with the bare ε."""
+    res = distinguishing_audit(method, epsilon=1.0, runs=10, n_synth=50, seed=2, pair=pair)
+    assert res["relation"] == relation and res["pair"] == pair
+    assert res["eps_claimed"] == pytest.approx(1.0)
+    assert res["claim_epsilon"] == pytest.approx(factor * res["eps_claimed"])
+    assert res["passed"] == (res["eps_lo"] <= res["claim_epsilon"] + 1e-9)
+
+
+def test_audit_ceiling_decides_the_verdict(monkeypatch):
+    """The same demonstrated ε_lo between ε and 2ε passes a changed row under add/remove and fails
+    it under replace-one."""
+    import dpsynth.audit as audit
+
+    monkeypatch.setattr(audit, "epsilon_lower_bound", lambda *a, **k: 1.5)
+    assert distinguishing_audit("independent", epsilon=1.0, runs=4, n_synth=10, seed=0)["passed"]
+    assert not distinguishing_audit("privbayes-e", epsilon=1.0, runs=4, n_synth=10, seed=0)["passed"]
+
+
+def test_audit_datasets_add_pair():
+    d, d2, schema, target = audit_datasets(40, pair="add")
+    assert len(d) == 40 and len(d2) == 41
+    assert d2.iloc[-1].astype(object).to_dict() == target
+    with pytest.raises(ValueError, match="pair"):
+        audit_datasets(40, pair="swap")
 
 
 def test_audit_detects_support_leak():

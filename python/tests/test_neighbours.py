@@ -12,24 +12,11 @@ import pandas as pd
 import pytest
 
 import dpsynth
-from dpsynth.audit import assert_neighbour_safe
+from dpsynth.audit import COMPLETE_ONLY, SMALL_OPTIONS as SMALL, assert_neighbour_safe
 from dpsynth.generators import available_methods, make_generator
 
-# small settings that keep each fit well under a second while running every code path
-SMALL = {
-    "napsu-mq": dict(delta=1e-6, queries="mst", inference="laplace"),
-    "pmse": dict(n_releases=2, n_candidates=40, n_stages=2),
-    "dp-misgan": dict(delta=1e-6, epochs=1, batch_size=64, hidden=8, critic_hidden=8, nz=4),
-    "kamino": dict(delta=1e-6, epochs=1, batch_size=64, hidden=8),
-    "kamino-i": dict(delta=1e-6, epochs=1, batch_size=64, hidden=8),
-    "complete-rows": dict(generator="independent"),
-    "impute-random": dict(generator="privbayes-e"),
-    "impute-dp-mean": dict(generator="independent"),
-}
 # Poisson batches draw one uniform per row by position: the removed / changed row is the last one
 LAST_ROW = {"dp-misgan", "kamino", "kamino-i"}
-# the pMSE mechanism takes complete rows only (it refuses NA): its neighbours keep rows complete
-COMPLETE_ONLY = {"pmse"}
 
 
 def _factory(method, epsilon=1.0):
@@ -124,6 +111,7 @@ def test_distinguishing_audit(method):
     opts = dict(SMALL.get(method, {}))
     delta = opts.pop("delta", None)
     res = distinguishing_audit(method, epsilon=1.0, delta=delta, runs=AUDIT_RUNS.get(method, 300), seed=11, **opts)
-    print(f"audit {method}: eps_lo {res['eps_lo']:.3f} claimed {res['eps_claimed']:.3f} "
+    print(f"audit {method}: eps_lo {res['eps_lo']:.3f} ledger {res['eps_claimed']:.3f} "
+          f"claim for a replaced row under {res['relation']} {res['claim_epsilon']:.3f} "
           f"(FP {res['false_positives']}, FN {res['false_negatives']} of {res['evaluated_per_side']})")
     assert res["passed"] and res["eps_lo"] <= 1.0 + 1e-9, res
