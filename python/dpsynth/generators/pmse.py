@@ -127,7 +127,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..privacy.mechanisms import _observe
+from ..privacy import observe_noise_input
 from ..progress import progress
 from .base import Generator
 
@@ -885,7 +885,7 @@ class PMSEMechanism(Generator):
             step = f"release {i + 1}/{self.n_releases}: θ ~ exp(−ε u/(2Δu)) (pMSE mechanism)"
             self.ledger.spend(step, "exponential mechanism (MCMC)", epsilon=eps_r, sensitivity=du,
                               relation=self.relation, norm="Linf", note=note)
-            _observe(step, "exponential mechanism (MCMC)", start_u[i:i + 1], du, "Linf")
+            observe_noise_input(step, "exponential mechanism (MCMC)", start_u[i:i + 1], du, "Linf")
         if self.tree == "paper":
             self.ledger.flag("pMSE mechanism with tree='paper' (greedy CART): the sensitivity bound is heuristic, "
                              "so the ε above is not a guarantee")
