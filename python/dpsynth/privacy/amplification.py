@@ -69,8 +69,11 @@ public fact is |A_j| ≥ k_j, that maximum is attained by *nested* sets S_{k_j} 
 best-observed attributes: expanding exp L = ∏_j (1 + (e^{ε_j} − 1)·1{A_j ⊆ O}) gives
 E[e^L] = Σ_T ∏_{j∈T}(e^{ε_j} − 1)·∏_{a ∈ ∪_{j∈T} A_j}(1 − φ_a), and each product over a union of
 at least max_{j∈T} k_j attributes is at most the product over S_{max k_j} = ∪_{j∈T} S_{k_j}.
-Under replace-one the bound above is at most log E[e^L] − log E[e^{−L}], and E[e^{−L}] ≥
-∏_j (1 − (1 − e^{−ε_j})·p_j) (Harris: the factors decrease in O) with p_j ≤ ∏_{a ∈ S_{k_j}}(1 − φ_a).
+Under replace-one two bounds hold and the smaller is reported: (i) the replace-one bound is at
+most log E[e^L] − log E[e^{−L}], with E[e^{−L}] ≥ ∏_j (1 − (1 − e^{−ε_j})·p_j) (Harris: the factors
+decrease in O) and p_j ≤ ∏_{a ∈ S_{k_j}}(1 − φ_a); (ii) the replace-one bound increases with L
+pointwise (for each threshold set the ratio does), and L(O) ≤ Σ_j ε_j·1{|O| ≥ k_j} for every
+selection, a function of the number of observed attributes only.
 
 Example
 -------
@@ -167,8 +170,9 @@ def mcar_amplification_ex_ante(min_attributes, epsilons, missing_rates, relation
     set A_j, possibly chosen from earlier outputs, of which only |A_j| ≥ ``min_attributes[j]`` is
     known (0: it may read every row). ``missing_rates`` must list every attribute a mechanism could
     read (0.0 for fully observed ones). The bound is that of :func:`mcar_amplification` for nested
-    sets of the best-observed attributes (add/remove, or ``projection=True``), and for replace-one
-    log E[e^L] − Σ_j log(1 − (1 − e^{−ε_j})p_j) on those sets; the module docstring proves both.
+    sets of the best-observed attributes (add/remove, or ``projection=True``); for replace-one the
+    smaller of log E[e^L] − Σ_j log(1 − (1 − e^{−ε_j})p_j) on those sets and the replace-one bound
+    of Σ_j ε_j·1{|O| ≥ k_j}; the module docstring proves both.
     Returns ``(epsilon_bar, details)`` with ``details["bound"] == EX_ANTE``."""
     check_relation(relation)
     sizes = list(min_attributes) if hasattr(min_attributes, "__iter__") else None
@@ -195,8 +199,15 @@ def mcar_amplification_ex_ante(min_attributes, epsilons, missing_rates, relation
     eps_bar, det = mcar_amplification(nested, eps, rates, "add-remove", max_attributes=max_attributes)
     if relation == "replace-one" and not projection:
         p = [d["p_observed"] for d in det["per_mechanism"]]
-        eps_bar = eps_bar - math.fsum(math.log1p(-pj * -math.expm1(-e)) for pj, e in zip(p, eps))
-        eps_bar = float(min(eps_bar, math.fsum(eps)))
+        harris = eps_bar - math.fsum(math.log1p(-pj * -math.expm1(-e)) for pj, e in zip(p, eps))
+        # L(O) ≤ Σ_j ε_j·1{|O| ≥ k_j} for every selection, and the replace-one bound grows with L
+        counts = np.array([1.0])  # distribution of the number of observed attributes |O|
+        for a in universe:
+            counts = np.convolve(counts, [rates[a], 1.0 - rates[a]])
+        by_count = np.array([math.fsum(e for k, e in zip(sizes, eps) if m >= k) for m in range(counts.size)])
+        values, inverse = np.unique(np.round(by_count, 12), return_inverse=True)
+        counting = _replace_one_bound(values, np.bincount(inverse, weights=counts, minlength=values.size))
+        eps_bar = float(min(harris, counting, math.fsum(eps)))
     for key in ("algorithm4", "algorithm4_blocks", "algorithm4_exact"):  # a figure for given sets, not for this bound
         det.pop(key)
     det.update({"bound": EX_ANTE, "relation": relation, "projection": bool(projection), "epsilon_bar": eps_bar,

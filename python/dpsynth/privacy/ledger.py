@@ -44,6 +44,7 @@ class Spend:
     note: str = ""
     attributes: tuple | None = None  # the attributes whose observed rows the spend read (None: every row)
     min_attributes: int | None = None  # public: fewest attributes it could have been restricted to (None: 0)
+    attributes_fixed: bool = False  # the attributes were fixed before the data were seen (not selected)
 
     @property
     def kind(self) -> str:
@@ -69,14 +70,20 @@ class PrivacyLedger:
     # ------------------------------------------------------------------ recording
     def spend(self, step: str, mechanism: str, *, epsilon: float | None = None, delta: float = 0.0,
               rho: float | None = None, sensitivity: float, relation: str, norm: str = "L1",
-              note: str = "", attributes=None, min_attributes: int | None = None) -> None:
+              note: str = "", attributes=None, min_attributes: int | None = None,
+              attributes_fixed: bool = False) -> None:
         """Record a spend; raise :class:`BudgetExceededError` (and record nothing) if it would
         exceed the budget. Give ``epsilon`` (and ``delta``) or ``rho``, not both. For
         :meth:`ground_truth_epsilon`: ``attributes`` (optional) names the attributes a row must be
         observed on to be read by this spend in this run (None: every row), and ``min_attributes``
         the fewest attributes that set could have had over every selection the generator could
-        make on any data: a public number (None: 0, it may read every row)."""
+        make on any data: a public number (None: 0, it may read every row). ``attributes_fixed=True``
+        declares that ``attributes`` itself was fixed before the data were seen (e.g. all columns)."""
         check_relation(relation)
+        if attributes_fixed:
+            if attributes is None:
+                raise ValueError("attributes_fixed=True needs the attributes")
+            min_attributes = len(set(attributes))
         if min_attributes is not None:
             if isinstance(min_attributes, bool) or not isinstance(min_attributes, int) or min_attributes < 0:
                 raise ValueError(f"min_attributes must be a non-negative integer, got {min_attributes!r}")
@@ -92,7 +99,7 @@ class PrivacyLedger:
             epsilon = check_epsilon(epsilon)
         delta = check_delta(delta)
         s = Spend(step, mechanism, epsilon, delta, rho, float(sensitivity), norm, relation, note,
-                  None if attributes is None else tuple(attributes), min_attributes)
+                  None if attributes is None else tuple(attributes), min_attributes, bool(attributes_fixed))
         self._check_budget(s)  # raises before anything is recorded
         sums = self._sums(s)
         self.spends.append(s)
@@ -159,7 +166,8 @@ class PrivacyLedger:
         per-attribute rates ``missing_rates`` ({attribute: φ} for every attribute, 0.0 for fully
         observed ones). A guarantee, fixed before the data are seen: the bound of
         :func:`~dpsynth.privacy.amplification.mcar_amplification_ex_ante` over every selection of
-        attribute sets the generator could make, from each spend's public ``min_attributes``.
+        attribute sets the generator could make, from each spend's public ``min_attributes`` (the
+        exact bound of :func:`mcar_amplification` when every spend's attributes were fixed in advance).
         Needs pure-ε spends under one neighbouring relation. ``return_details=True`` also returns
         the details dict: ``bound`` names the bound reported (``EX_ANTE``); ``ex_post`` holds, as a
         labelled diagnostic only, the value for the sets this run selected (``EX_POST``, computed
@@ -178,8 +186,11 @@ class PrivacyLedger:
         epsilons = [s.epsilon for s in self.spends]
         post, post_det = mcar_amplification([s.attributes or () for s in self.spends], epsilons, missing_rates,
                                             relation=relation)
-        eps, det = mcar_amplification_ex_ante([s.min_attributes or 0 for s in self.spends], epsilons,
-                                              missing_rates, relation=relation)
+        if all(s.attributes_fixed for s in self.spends):  # nothing was selected: this run's sets are the only ones
+            eps, det = post, {**post_det, "bound": EX_ANTE}
+        else:
+            eps, det = mcar_amplification_ex_ante([s.min_attributes or 0 for s in self.spends], epsilons,
+                                                  missing_rates, relation=relation)
         det["ex_post"] = {**post_det, "bound": EX_POST, "epsilon_bar": post}
         return (eps, det) if return_details else eps
 

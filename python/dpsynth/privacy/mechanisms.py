@@ -183,15 +183,17 @@ def _check_sensitivity(sensitivity) -> float:
 # --------------------------------------------------------------------- counts (exact, integer)
 def laplace_counts(counts, *, epsilon: float, sensitivity: float, ledger: PrivacyLedger, source: NoiseSource,
                    step: str, relation: str, note: str = "", attributes=None,
-                   min_attributes: int | None = None) -> np.ndarray:
+                   min_attributes: int | None = None, attributes_fixed: bool = False) -> np.ndarray:
     """counts + discrete Laplace(Δ₁/ε) noise; ε-DP when the L1 sensitivity of ``counts`` is Δ₁.
-    ``attributes``/``min_attributes``: the rows read, for MCAR amplification (:meth:`PrivacyLedger.spend`)."""
+    ``attributes``, ``min_attributes``, ``attributes_fixed``: the rows read, for MCAR amplification
+    (:meth:`PrivacyLedger.spend`)."""
     counts = np.asarray(counts)
     if not np.issubdtype(counts.dtype, np.integer):
         raise TypeError("laplace_counts needs integer counts; use laplace_values for real values")
     sensitivity = _check_sensitivity(sensitivity)
     ledger.spend(step, "discrete Laplace", epsilon=epsilon, sensitivity=sensitivity, relation=relation,
-                 norm="L1", note=note, attributes=attributes, min_attributes=min_attributes)
+                 norm="L1", note=note, attributes=attributes, min_attributes=min_attributes,
+                 attributes_fixed=attributes_fixed)
     token = observe_noise_input(step, "discrete Laplace", counts, sensitivity, "L1")
     return release_noise_output(token, counts.astype(np.int64) + source.discrete_laplace(sensitivity / epsilon, counts.shape))
 
@@ -285,7 +287,8 @@ def gaussian_values(values, *, sensitivity: float, ledger: PrivacyLedger, source
 # --------------------------------------------------------------------- selection
 def exponential_mechanism(scores, *, epsilon: float | None = None, sensitivity: float, ledger: PrivacyLedger,
                           source: NoiseSource, step: str, relation: str, rho: float | None = None,
-                          note: str = "", attributes=None, min_attributes: int | None = None) -> int:
+                          note: str = "", attributes=None, min_attributes: int | None = None,
+                          attributes_fixed: bool = False) -> int:
     """Index chosen with probability ∝ exp(ε·q/(2Δ)); ε-DP when each score has sensitivity Δ
     (L∞ over candidates). With ``rho`` instead of ε, the bounded-range analysis gives ε = √(8ρ)
     (Cesar & Rogers 2021), and the spend is recorded as ρ-zCDP."""
@@ -299,11 +302,13 @@ def exponential_mechanism(scores, *, epsilon: float | None = None, sensitivity: 
     sensitivity = _check_sensitivity(sensitivity)
     if rho is not None:
         ledger.spend(step, "exponential mechanism", rho=rho, sensitivity=sensitivity, relation=relation,
-                     norm="Linf", note=note, attributes=attributes, min_attributes=min_attributes)
+                     norm="Linf", note=note, attributes=attributes, min_attributes=min_attributes,
+                     attributes_fixed=attributes_fixed)
         epsilon = float(np.sqrt(8.0 * rho))
     else:
         ledger.spend(step, "exponential mechanism", epsilon=epsilon, sensitivity=sensitivity, relation=relation,
-                     norm="Linf", note=note, attributes=attributes, min_attributes=min_attributes)
+                     norm="Linf", note=note, attributes=attributes, min_attributes=min_attributes,
+                     attributes_fixed=attributes_fixed)
     logits = epsilon * q / (2.0 * sensitivity)
     token = observe_noise_input(step, "exponential mechanism", q, sensitivity, "Linf", logits=logits)
     if q.size == 1:
