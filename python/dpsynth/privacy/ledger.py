@@ -15,6 +15,7 @@ Example
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from dataclasses import dataclass, asdict, field
 
@@ -85,8 +86,10 @@ class PrivacyLedger:
                 raise ValueError("attributes_fixed=True needs the attributes")
             min_attributes = len(set(attributes))
         if min_attributes is not None:
-            if isinstance(min_attributes, bool) or not isinstance(min_attributes, int) or min_attributes < 0:
+            if isinstance(min_attributes, bool) or not isinstance(min_attributes, numbers.Integral) \
+                    or min_attributes < 0:
                 raise ValueError(f"min_attributes must be a non-negative integer, got {min_attributes!r}")
+            min_attributes = int(min_attributes)
             read = 0 if attributes is None else len(set(attributes))
             if min_attributes > read:
                 raise ValueError(f"min_attributes = {min_attributes} exceeds the {read} attributes this spend read; "

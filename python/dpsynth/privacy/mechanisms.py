@@ -5,11 +5,13 @@ neighbour tests (run on D and D' with the same seed) can check |value(D) − val
 Under :func:`replay_noise_outputs` each primitive still draws its noise but releases the output
 recorded on D instead, so that D' follows D's transcript: adaptive steps (structure selection,
 every DP-SGD step after the first) are then checked given the same past outputs, which is what
-adaptive composition needs.
+adaptive composition needs. A mechanism implemented outside this module reports its input and
+output through the same public pair, :func:`observe_noise_input` and :func:`release_noise_output`.
 
 - :func:`laplace_counts`: discrete Laplace on integer counts, ε = Δ₁/scale (Ghosh et al. 2009).
-- :func:`gaussian_counts`: discrete Gaussian on integer counts, ρ = Δ₂²/(2σ²) (CKS 2020), or (ε, δ)
-  by the analytic calibration.
+- :func:`gaussian_counts`: discrete Gaussian on integer counts, ρ = Δ₂²/(2σ²) (CKS 2020); an (ε, δ)
+  budget is converted to ρ by the CKS conversion and charged in ρ (the continuous analytic
+  calibration under-states the discrete Gaussian's δ).
 - :func:`laplace_values`, :func:`gaussian_values`: float noise for real-valued statistics (numpy or
   torch); not floating-point safe, documented in PRIVACY.md.
 - :func:`exponential_mechanism`: select an index with probability ∝ exp(ε q / (2Δ)) (McSherry &
