@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from dpsynth.privacy import PrivacyLedger, mcar_amplification
+from dpsynth.privacy import PrivacyLedger, mcar_amplification, mcar_amplification_ex_ante
+from dpsynth.privacy.amplification import EX_ANTE, EX_POST
 
 
 # --------------------------------------------------------------------------- brute force
@@ -195,15 +196,93 @@ def test_bad_input():
 def test_ledger_ground_truth_epsilon():
     led = PrivacyLedger(epsilon=1.0)
     led.spend("s", "exponential mechanism", epsilon=0.25, sensitivity=3, relation="add-remove", attributes=[])
-    led.spend("t1", "discrete Laplace", epsilon=0.25, sensitivity=1, relation="add-remove", attributes=["a"])
-    led.spend("t2", "discrete Laplace", epsilon=0.5, sensitivity=1, relation="add-remove", attributes=["a", "b"])
+    led.spend("t1", "discrete Laplace", epsilon=0.25, sensitivity=1, relation="add-remove", attributes=["a"],
+              min_attributes=1)
+    led.spend("t2", "discrete Laplace", epsilon=0.5, sensitivity=1, relation="add-remove", attributes=["a", "b"],
+              min_attributes=2)
     rates = {"a": 0.2, "b": 0.3}
     eps, det = led.ground_truth_epsilon(rates, return_details=True)
+    # "a" is the best-observed attribute, so the worst selection is this run's: ex ante = ex post here
     assert eps == pytest.approx(mcar_amplification([[], ["a"], ["a", "b"]], [0.25, 0.25, 0.5], rates)[0])
-    assert 0.25 < eps < led.total_epsilon() and det["algorithm4"] < 1.0
+    assert det["bound"] == EX_ANTE and det["ex_post"]["bound"] == EX_POST
+    assert det["ex_post"]["epsilon_bar"] == pytest.approx(eps)
+    assert 0.25 < eps < led.total_epsilon() and det["ex_post"]["algorithm4"] < 1.0
     assert led.ground_truth_epsilon({"a": 0.0, "b": 0.0}) == pytest.approx(1.0)
     assert led.to_dict()["spends"][2]["attributes"] == ("a", "b")
+    assert led.to_dict()["spends"][2]["min_attributes"] == 2
+    assert PrivacyLedger.from_dict(led.to_dict()).ground_truth_epsilon(rates) == pytest.approx(eps)
     z = PrivacyLedger(epsilon=1.0, delta=1e-6)
     z.spend("g", "Gaussian", rho=0.01, sensitivity=1, relation="add-remove", norm="L2")
     with pytest.raises(ValueError, match="pure"):
         z.ground_truth_epsilon({})
+
+
+# ----------------------------------------------------------------------------- ex ante (issue #16)
+def test_ground_truth_epsilon_is_ex_ante_not_this_runs_selection():
+    """The sets a run selects depend on the private data: the reported ε must cover every
+    selection. Here the mechanism reads rows observed on one attribute it selects; this run picked
+    the 90 %-missing "a", another run (on neighbouring data) may pick the never-missing "b", whose
+    ε is the full 1.0. The old code reported this run's 0.159."""
+    rates = {"a": 0.9, "b": 0.0}
+    led = PrivacyLedger(epsilon=1.0)
+    led.spend("table", "discrete Laplace", epsilon=1.0, sensitivity=1, relation="add-remove", attributes=["a"],
+              min_attributes=1)
+    eps, det = led.ground_truth_epsilon(rates, return_details=True)
+    other_run = mcar_amplification([["b"]], [1.0], rates)[0]
+    assert other_run == pytest.approx(1.0)
+    assert eps >= other_run - 1e-12
+    assert det["bound"] == EX_ANTE
+    assert det["ex_post"]["bound"] == EX_POST
+    assert det["ex_post"]["epsilon_bar"] == pytest.approx(math.log1p(0.1 * math.expm1(1.0)))
+
+
+def test_undeclared_min_attributes_are_not_amplified():
+    led = PrivacyLedger(epsilon=1.0)
+    led.spend("t", "discrete Laplace", epsilon=1.0, sensitivity=1, relation="replace-one", attributes=["a"])
+    assert led.ground_truth_epsilon({"a": 0.5}) == pytest.approx(1.0)  # reads every row, as far as we know
+    with pytest.raises(ValueError, match="lower bound"):
+        led.spend("u", "discrete Laplace", epsilon=0.1, sensitivity=1, relation="replace-one", attributes=["a"],
+                  min_attributes=2)
+
+
+def _families(universe, sizes):
+    """Every sequence of attribute sets with |A_j| = sizes[j] (larger sets only lower the loss)."""
+    options = [list(itertools.combinations(universe, k)) for k in sizes]
+    return itertools.product(*options)
+
+
+@pytest.mark.parametrize("relation", ["add-remove", "replace-one"])
+def test_ex_ante_bound_covers_every_selection(relation):
+    """Brute force over all selections of sets of the declared sizes from 4 attributes: the ex-ante
+    bound is at least the exact bound of each (and equals the best one under add/remove)."""
+    rates = {"a": 0.1, "b": 0.3, "c": 0.0, "d": 0.6}
+    for sizes, eps in (([1, 2, 2], [0.5, 1.0, 2.0]), ([0, 1, 3], [0.3, 3.0, 1.0]), ([2, 2], [1.5, 1.5])):
+        bound, det = mcar_amplification_ex_ante(sizes, eps, rates, relation)
+        worst = max(mcar_amplification([list(f) for f in fam], eps, rates, relation)[0]
+                    for fam in _families(sorted(rates), sizes))
+        assert bound >= worst - 1e-12
+        assert bound <= sum(eps) + 1e-12
+        assert det["bound"] == EX_ANTE and det["nested_sets"][0] == sorted(rates, key=rates.get)[:sizes[0]]
+        if relation == "add-remove":
+            assert bound == pytest.approx(worst, abs=1e-12)
+
+
+def test_ex_ante_bad_input():
+    with pytest.raises(ValueError, match="non-negative integer"):
+        mcar_amplification_ex_ante([1.5], [1.0], {"a": 0.1})
+    with pytest.raises(ValueError, match="rate of every attribute"):
+        mcar_amplification_ex_ante([2], [1.0], {"a": 0.1})
+    with pytest.raises(TypeError, match="min_attributes"):
+        mcar_amplification_ex_ante(3, [1.0], {"a": 0.1})
+
+
+def test_amplification_does_not_import_the_ledger():
+    """The import cycle ledger ↔ amplification is broken: amplification needs only validation."""
+    import ast
+    import inspect
+
+    from dpsynth.privacy import amplification
+
+    tree = ast.parse(inspect.getsource(amplification))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert all("ledger" not in (m or "") for m in imported)

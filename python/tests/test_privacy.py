@@ -194,3 +194,149 @@ def test_float_mechanisms_neighbour(use_torch):
         assert privacy.distance(a.value, b.value, a.norm) <= a.sensitivity
         diff = np.asarray(outs[0], dtype=float) - np.asarray(outs[1], dtype=float)
         assert diff == pytest.approx(np.asarray(a.value) - np.asarray(b.value))
+
+
+# --------------------------------------------------------------------- issue #16: discrete Gaussian δ
+def _discrete_gaussian_delta(sigma: float, shift, epsilon: float) -> float:
+    """Exact hockey-stick divergence sup_S P(S) − e^ε Q(S) = Σ_x (P(x) − e^ε Q(x))₊ between the
+    discrete Gaussians N_Z(0, σ²)^k and N_Z(shift, σ²)^k (integer shift vector), summed over all
+    integer points within 40σ + 50 of both centres (the rest has mass < 1e-300)."""
+    from scipy.special import logsumexp
+
+    shift = np.atleast_1d(np.asarray(shift, dtype=float))
+    half = int(math.ceil(40 * sigma + 50 + np.abs(shift).max()))
+    x = np.arange(-half, half + 1, dtype=float)
+    log_z = logsumexp(-x**2 / (2 * sigma**2))  # the same normaliser for an integer shift
+    grids = np.meshgrid(*[x] * shift.size, indexing="ij")
+    log_p = sum(-g**2 / (2 * sigma**2) for g in grids) - shift.size * log_z
+    loss = sum((-(g**2) + (g - s) ** 2) / (2 * sigma**2) for g, s in zip(grids, shift))  # log P/Q
+    return float(np.sum(np.exp(log_p) * np.clip(-np.expm1(epsilon - loss), 0.0, None)))
+
+
+def _sigma_of_gaussian_counts(epsilon, delta, sensitivity):
+    led = PrivacyLedger(epsilon, delta)
+    _, sigma = gaussian_counts(np.zeros(3, dtype=np.int64), epsilon=epsilon, delta=delta, sensitivity=sensitivity,
+                               ledger=led, source=NoiseSource(0), step="m", relation="add-remove")
+    return sigma, led
+
+
+def test_hockey_stick_of_the_analytic_calibration_is_exact_for_the_continuous_gaussian():
+    """Check of the checker: as σ grows the discrete Gaussian approaches the continuous one, whose
+    δ at the analytic σ is exactly the target."""
+    sigma = privacy.gaussian_sigma(0.1, 1e-3, 1.0)
+    assert sigma > 15 and _discrete_gaussian_delta(sigma, 1, 0.1) == pytest.approx(1e-3, rel=1e-3)
+
+
+@pytest.mark.parametrize("epsilon, delta, sens", [(1.0, 1e-5, 1), (3.0, 1e-3, 1), (5.0, 1e-3, 1), (8.0, 1e-5, 2)])
+def test_old_analytic_calibration_breaks_the_discrete_gaussian(epsilon, delta, sens):
+    """The continuous analytic-Gaussian σ (what gaussian_counts used for (ε, δ)) gives the discrete
+    Gaussian a δ above the claim: ×1.035 at (1, 1e-5), ×1.98 at (5, 1e-3)."""
+    sigma_old = privacy.gaussian_sigma(epsilon, delta, sens)
+    assert _discrete_gaussian_delta(sigma_old, sens, epsilon) > 1.03 * delta
+
+
+@pytest.mark.parametrize("epsilon, delta, sens", [(1.0, 1e-5, 1), (3.0, 1e-3, 1), (5.0, 1e-3, 1), (8.0, 1e-5, 2),
+                                                  (0.5, 1e-9, 3), (2.0, 1e-7, 1), (10.0, 1e-7, 1)])
+def test_gaussian_counts_delivers_its_epsilon_delta(epsilon, delta, sens):
+    """gaussian_counts(ε, δ): the exact δ of the discrete Gaussian at the σ it uses, for the worst
+    integer shift of the declared sensitivity, is at most δ; the spend is recorded in zCDP with ρ
+    from the CKS conversion, and the ledger's total is (ε, δ)."""
+    sigma, led = _sigma_of_gaussian_counts(epsilon, delta, sens)
+    assert _discrete_gaussian_delta(sigma, sens, epsilon) <= delta
+    (spend,) = led.spends
+    assert spend.rho == pytest.approx(privacy.cdp_rho(epsilon, delta)) and spend.kind == "zCDP"
+    assert led.total_epsilon() <= epsilon * (1 + 1e-9) and led.total_delta() <= delta
+
+
+def test_gaussian_counts_vector_shift_delivers_its_epsilon_delta():
+    """Two tables (L2 sensitivity √2, as measure_marginals): the neighbour moves one cell of each by
+    1; the exact 2-d hockey-stick divergence at the σ used stays below δ."""
+    epsilon, delta = 3.0, 1e-3
+    sigma, _ = _sigma_of_gaussian_counts(epsilon, delta, math.sqrt(2))
+    assert _discrete_gaussian_delta(sigma, [1, 1], epsilon) <= delta
+    assert _discrete_gaussian_delta(privacy.gaussian_sigma(epsilon, delta, math.sqrt(2)), [1, 1], epsilon) > delta
+
+
+def test_gaussian_counts_needs_a_complete_budget():
+    led = PrivacyLedger(1.0, 1e-6)
+    with pytest.raises(ValueError, match="epsilon and delta"):
+        gaussian_counts(np.zeros(2, dtype=np.int64), epsilon=1.0, sensitivity=1, ledger=led, source=NoiseSource(0),
+                        step="m", relation="add-remove")
+    with pytest.raises(ValueError, match="not both"):
+        gaussian_counts(np.zeros(2, dtype=np.int64), rho=0.1, epsilon=1.0, delta=1e-6, sensitivity=1, ledger=led,
+                        source=NoiseSource(0), step="m", relation="add-remove")
+    assert not led.spends
+
+
+# --------------------------------------------------------------------- issue #16: exact selection sampler
+def test_zcdp_exponential_mechanism_uses_opendp_without_a_seed(monkeypatch):
+    """A ρ-zCDP selection without a seed draws from OpenDP's exact Gumbel report-noisy-max, never
+    from the float numpy Gumbel sampler, and follows the exponential mechanism's law exp(ε q/(2Δ)),
+    ε = √(8ρ)."""
+    def no_float_gumbel(self, size):
+        raise AssertionError("float Gumbel noise used on an unseeded run")
+
+    monkeypatch.setattr(NoiseSource, "gumbel", no_float_gumbel)
+    q = np.array([0.0, 1.0, 2.0])
+    rho = 1.0 / 8  # ε = √(8ρ) = 1
+    led = PrivacyLedger(delta=1e-6)
+    picks = [exponential_mechanism(q, rho=rho, sensitivity=1.0, ledger=led, source=NoiseSource(), step="s",
+                                   relation="add-remove") for _ in range(40)]
+    assert set(picks) <= {0, 1, 2} and led.total_rho() == pytest.approx(40 * rho)
+    # the law of the sampler behind it (called directly: 6000 ledger spends would be slow)
+    from dpsynth.privacy.mechanisms import _opendp_noisy_max
+
+    draws = [_opendp_noisy_max(q, scale=2.0, sensitivity=1.0, rho=rho, epsilon=None) for _ in range(3000)]
+    expected = np.exp(q / 2) / np.exp(q / 2).sum()
+    assert np.bincount(draws, minlength=3) / len(draws) == pytest.approx(expected, abs=0.03)
+    with pytest.raises(AssertionError, match="privacy map"):  # OpenDP's own map is checked against the charge
+        _opendp_noisy_max(q, scale=2.0, sensitivity=1.0, rho=rho / 2, epsilon=None)
+
+
+def test_seeded_exponential_mechanism_stays_reproducible():
+    def run(seed):
+        src, led = NoiseSource(seed), PrivacyLedger(delta=1e-6)
+        return [exponential_mechanism(np.arange(6.0), rho=0.05, sensitivity=1.0, ledger=led, source=src, step="s",
+                                      relation="add-remove") for _ in range(30)]
+
+    assert run(3) == run(3)
+
+
+def test_exponential_mechanism_needs_one_budget():
+    with pytest.raises(ValueError, match="exactly one"):
+        exponential_mechanism([0.0, 1.0], epsilon=1.0, rho=0.1, sensitivity=1.0, ledger=PrivacyLedger(delta=1e-6),
+                              source=NoiseSource(0), step="s", relation="add-remove")
+
+
+# --------------------------------------------------------------------- issue #16: one privacy layer
+def test_generators_reach_noise_only_through_public_privacy_names():
+    """No generator imports a private name (``_observe``, ``_release``, ...) from the privacy layer,
+    and the DP-SGD sampling plan lives in dpsynth.privacy."""
+    import ast
+    import pathlib
+
+    import dpsynth.generators as gens
+    from dpsynth.generators import dpsgd
+
+    for path in pathlib.Path(gens.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and "privacy" in (node.module or ""):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{path.name} imports private {private} from {node.module}"
+    assert privacy.observe_noise_input and privacy.release_noise_output
+    assert dpsgd.SGMPlan is privacy.SGMPlan and dpsgd.poisson_indices is privacy.poisson_indices
+    assert privacy.SGMPlan.__module__ == "dpsynth.privacy.dpsgd_accounting"
+
+
+def test_public_recorder_round_trip():
+    """observe_noise_input / release_noise_output record a value and its output, and replay forces
+    the recorded output."""
+    from dpsynth.privacy import observe_noise_input, release_noise_output, replay_noise_outputs
+
+    with record_noise_inputs() as rec:
+        out = release_noise_output(observe_noise_input("s", "custom", np.array([1, 2]), 1.0, "L1"), np.array([3, 4]))
+    assert out.tolist() == [3, 4] and rec.calls[0].output.tolist() == [3, 4] and rec.calls[0].norm == "L1"
+    with replay_noise_outputs([np.array([7, 8])]):
+        forced = release_noise_output(observe_noise_input("s", "custom", np.array([1, 2]), 1.0, "L1"),
+                                      np.array([3, 4]))
+    assert forced.tolist() == [7, 8]

@@ -194,8 +194,18 @@ def test_ground_truth_epsilon_of_a_fitted_model(toy, mode):
     else:
         assert all(s.attributes == tuple(schema.names) for s in spends)
     rates = {"sex": 0.1, "grp": 0.2, "age": 0.15}
-    eps_bar = gen.ledger.ground_truth_epsilon(rates)
+    eps_bar, det = gen.ledger.ground_truth_epsilon(rates, return_details=True)
     assert 0 < eps_bar < gen.ledger.total_epsilon()
+    # a guarantee over every network the selection could pick, at least this run's (ex post) value;
+    # complete-rows mode reads fixed attribute sets, so there the two coincide
+    assert det["bound"] == "ex-ante bound over all selections"
+    assert eps_bar >= det["ex_post"]["epsilon_bar"] - 1e-12
+    if mode == "complete-rows":
+        assert eps_bar == pytest.approx(det["ex_post"]["epsilon_bar"])
+    else:
+        assert [s.min_attributes for s in tables] == [1, 1, 1]
+        fixed_k = PrivBayes(1.0, missing=mode, k=1).fit(df, schema, seed=1).ledger.spends
+        assert [s.min_attributes for s in fixed_k if s.step.startswith("table")] == [1, 2, 2]
     assert gen.ledger.ground_truth_epsilon({c: 0.0 for c in rates}) == pytest.approx(1.0)
 
 

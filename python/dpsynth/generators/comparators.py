@@ -35,8 +35,7 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from ..privacy import NoiseSource, PrivacyLedger, check_epsilon, laplace_values
-from ..privacy.mechanisms import _observe
+from ..privacy import NoiseSource, PrivacyLedger, check_epsilon, laplace_values, observe_noise_input
 from .base import Generator
 
 
@@ -238,7 +237,8 @@ class SmoothHistogram(Generator):
                           note=f"K = {K:.0f} cells, λ = {lam:.6g} ≥ K/(K + n(e^(ε/k) − 1)), k = {k} points")
         if K <= 1e6:
             flat = np.ravel_multi_index(cells.T, sizes)
-            _observe(step, "Wasserman–Zhou smoothed histogram", np.bincount(flat, minlength=int(K)), 2.0, "L1")
+            observe_noise_input(step, "Wasserman–Zhou smoothed histogram", np.bincount(flat, minlength=int(K)),
+                                2.0, "L1")
         rng = source.numpy  # the sampling *is* the mechanism
         uniform = rng.random(k) < lam
         drawn = cells[rng.integers(0, n, k)]

@@ -5,7 +5,9 @@ Neighbouring relation: add/remove one row. A row adds 1 to at most one cell of e
 counting), so each table has L2 sensitivity 1 and T tables measured together have √T.
 
 :func:`measure_marginals` releases a list of tables with one discrete Gaussian mechanism call
-(``gaussian_counts``; ρ-zCDP with σ = √T/√(2ρ), or (ε, δ) by the analytic Gaussian calibration).
+(``gaussian_counts``; ρ-zCDP with σ = √T/√(2ρ); an (ε, δ) budget is converted to ρ by the CKS
+conversion and charged in ρ, since the continuous analytic calibration does not hold for the
+discrete Gaussian).
 
 :func:`mst_select` is private-pgm's MST selection, charged in ρ to the ledger it is given:
 

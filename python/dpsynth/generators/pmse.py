@@ -134,7 +134,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..privacy.mechanisms import _observe
+from ..privacy import observe_noise_input
 from ..progress import progress
 from . import pmse_exact
 from .base import Generator
@@ -956,7 +956,7 @@ class PMSEMechanism(Generator):
             step = f"release {i + 1}/{self.n_releases}: θ ~ exp(−ε u/(2Δu)) (pMSE mechanism)"
             self.ledger.spend(step, mech, epsilon=eps_r, sensitivity=du, relation=self.relation, norm="Linf",
                               note=note)
-            _observe(step, mech, start_u[i:i + 1], du, "Linf")
+            observe_noise_input(step, mech, start_u[i:i + 1], du, "Linf")
         self.ledger.flag("pMSE mechanism with sampler='metropolis-approximate': a finite MCMC chain is not an exact "
                          "draw from the exponential mechanism, so the ε above is not a guarantee")
         # Search density (burn-in only): the mean pMSE over the features (it improves as soon as any

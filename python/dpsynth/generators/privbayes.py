@@ -46,8 +46,11 @@ row, so the set of rows observed on an attribute set A gains, loses or changes a
   ε_n = 0.02ε (sensitivity 1) and charged.
 * Every spend records the attributes a row must be observed on to be read (a table: X ∪ Π; a
   structure round: the intersection of its candidates' attribute sets, leaving out candidates
-  without parents, whose score is 0 on any data; complete-rows mode: all attributes), for
-  ``ledger.ground_truth_epsilon(missing_rates)`` (MCAR amplification).
+  without parents, whose score is 0 on any data; complete-rows mode: all attributes), and the
+  fewest attributes that set could have had on any data (public: all, fixed, in complete-rows mode;
+  0 for a structure round; 1 + min(k, t) for the table at position t with fixed degree k, 1 with θ-useful
+  parent sets), for ``ledger.ground_truth_epsilon(missing_rates)`` (MCAR amplification, bounded
+  over every network the selection could pick; the selected sets are an ex-post diagnostic only).
 * The synthetic data have N rows by default (public), and no missing values.
 
 Example
@@ -118,7 +121,7 @@ class PrivBayes(Generator):
                 eps_n = _COUNT_SHARE * eps
                 noisy_n = laplace_counts(np.array([int(complete.sum())]), epsilon=eps_n, sensitivity=1,
                                          ledger=self.ledger, source=source, step="number of complete rows",
-                                         relation=self.relation, attributes=names)
+                                         relation=self.relation, attributes=names, attributes_fixed=True)
                 n_theta = max(float(noisy_n[0]), 1.0)
                 eps -= eps_n
         eps1, eps2 = (self.beta * eps, (1.0 - self.beta) * eps) if d > 1 else (0.0, eps)  # d = 1: no structure
@@ -158,6 +161,7 @@ class PrivBayes(Generator):
             pick = exponential_mechanism(scores, epsilon=eps1 / (d - 1), sensitivity=score_sens,
                                          ledger=self.ledger, source=source, step=f"structure round {t}",
                                          relation=self.relation, attributes=read,
+                                         attributes_fixed=self.missing == "complete-rows",
                                          note=f"{len(cands)} candidates, {self.score} score on counts")
             x, par = cands[pick]
             network.append((x, par))
@@ -165,18 +169,29 @@ class PrivBayes(Generator):
 
         # ---- noisy conditional tables (Alg. 2, lines 10-13)
         self.network_, self.conditionals_ = [], []
-        for x, par in network:
+        for t, (x, par) in enumerate(network):
             counts = data_.table(x, par, data_.parent_code(par))
             attrs = [names[a] for a, _ in par] + [names[x]]
             label = names[x] + (" | " + ", ".join(_level_name(names[a], l) for a, l in par) if par else "")
             noisy = laplace_counts(counts, epsilon=eps2 / d, sensitivity=_TABLE_SENSITIVITY, ledger=self.ledger,
                                    source=source, step=f"table {label}", relation=self.relation,
-                                   attributes=names if self.missing == "complete-rows" else attrs)
+                                   attributes=names if self.missing == "complete-rows" else attrs,
+                                   min_attributes=self._min_table_attributes(t, d),
+                                   attributes_fixed=self.missing == "complete-rows")
             self.network_.append((x, par))
             self.conditionals_.append(_conditional(noisy))
         # the released tables' column sets (the network is itself a DP output)
         self.measured_queries_ = [tuple(names[a] for a, _ in par) + (names[x],) for x, par in self.network_]
         self.n_ = float(n_public)
+
+    def _min_table_attributes(self, t: int, d: int) -> int:
+        """Fewest attributes the table at network position t can have on any data (public, for the
+        ex-ante MCAR amplification bound): all d in complete-rows mode (where they are fixed); X and
+        min(k, t) parents with a fixed degree k; with θ-useful parent sets only X itself is certain
+        (a parent set may be empty when no placed attribute fits the cell bound)."""
+        if self.missing == "complete-rows":
+            return d
+        return 1 + (min(self.k, t) if self.k is not None else 0)
 
     def _candidates(self, todo, placed):
         """(X, Π) pairs for one round; Π a sorted tuple of (attribute, level)."""

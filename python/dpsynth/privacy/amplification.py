@@ -58,6 +58,23 @@ c_G = ∏_{a∈G}(1 − φ_a), G(i) the best block inside S_i) is returned in ``
 It is *not* a valid bound for large ε: one mechanism with ε = 3 at 50 % MCAR has Algorithm 4 figure
 1.5 while its actual privacy loss is log(1 + 0.5(e³ − 1)) = 2.3554.
 
+Before the data are seen (:func:`mcar_amplification_ex_ante`)
+------------------------------------------------------------
+When A_j is *selected* on the private data (PrivBayes's network, MST's edges), the value of
+:func:`mcar_amplification` for the sets one run selected is ex post, not a guarantee: another
+selection, on neighbouring data, may read better-observed attributes. Fix an output ω of the whole
+run; the sets A_j(ω) are then fixed, and the proofs above hold with L_ω(O) in place of L(O). So the
+largest value over every sequence of sets the mechanisms could select is a guarantee. If the only
+public fact is |A_j| ≥ k_j, that maximum is attained by *nested* sets S_{k_j} of the k_j
+best-observed attributes: expanding exp L = ∏_j (1 + (e^{ε_j} − 1)·1{A_j ⊆ O}) gives
+E[e^L] = Σ_T ∏_{j∈T}(e^{ε_j} − 1)·∏_{a ∈ ∪_{j∈T} A_j}(1 − φ_a), and each product over a union of
+at least max_{j∈T} k_j attributes is at most the product over S_{max k_j} = ∪_{j∈T} S_{k_j}.
+Under replace-one two bounds hold and the smaller is reported: (i) the replace-one bound is at
+most log E[e^L] − log E[e^{−L}], with E[e^{−L}] ≥ ∏_j (1 − (1 − e^{−ε_j})·p_j) (Harris: the factors
+decrease in O) and p_j ≤ ∏_{a ∈ S_{k_j}}(1 − φ_a); (ii) the replace-one bound increases with L
+pointwise (for each threshold set the ratio does), and L(O) ≤ Σ_j ε_j·1{|O| ≥ k_j} for every
+selection, a function of the number of observed attributes only.
+
 Example
 -------
 >>> eps, det = mcar_amplification([["a"]], [3.0], {"a": 0.5})
@@ -78,9 +95,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .ledger import RELATIONS
+from .validation import check_relation
 
-__all__ = ["mcar_amplification"]
+__all__ = ["mcar_amplification", "mcar_amplification_ex_ante", "EX_ANTE", "EX_POST"]
+
+EX_ANTE = "ex-ante bound over all selections"
+EX_POST = "ex post, this run's selection (not a guarantee)"
 
 
 def mcar_amplification(marginals, epsilons, missing_rates, relation: str = "add-remove", *,
@@ -97,8 +117,7 @@ def mcar_amplification(marginals, epsilons, missing_rates, relation: str = "add-
     each mechanism depends on a row only through its values on A_j, which makes the replace-one
     bound equal to the add/remove one. See the module docstring for the bounds and their proofs.
     """
-    if relation not in RELATIONS:
-        raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
+    check_relation(relation)
     sets = _check_sets(marginals)
     eps = _check_epsilons(epsilons, len(sets))
     rates = _check_rates(missing_rates, sets)
@@ -142,6 +161,58 @@ def mcar_amplification(marginals, epsilons, missing_rates, relation: str = "add-
                "algorithm4": alg4, "algorithm4_blocks": [sorted(b, key=str) for b in blocks],
                "algorithm4_exact": exact}
     return eps_bar, details
+
+
+def mcar_amplification_ex_ante(min_attributes, epsilons, missing_rates, relation: str = "add-remove", *,
+                               projection: bool = False, max_attributes: int = 22) -> tuple[float, dict]:
+    """ε for the ground-truth data that holds before the data are seen, whatever attribute sets
+    the mechanisms select: mechanism j (pure ε_j under ``relation``) reads the rows observed on a
+    set A_j, possibly chosen from earlier outputs, of which only |A_j| ≥ ``min_attributes[j]`` is
+    known (0: it may read every row). ``missing_rates`` must list every attribute a mechanism could
+    read (0.0 for fully observed ones). The bound is that of :func:`mcar_amplification` for nested
+    sets of the best-observed attributes (add/remove, or ``projection=True``); for replace-one the
+    smaller of log E[e^L] − Σ_j log(1 − (1 − e^{−ε_j})p_j) on those sets and the replace-one bound
+    of Σ_j ε_j·1{|O| ≥ k_j}; the module docstring proves both.
+    Returns ``(epsilon_bar, details)`` with ``details["bound"] == EX_ANTE``."""
+    check_relation(relation)
+    sizes = list(min_attributes) if hasattr(min_attributes, "__iter__") else None
+    if sizes is None or isinstance(min_attributes, (str, bytes)):
+        raise TypeError("min_attributes must list one non-negative integer per mechanism, e.g. [0, 1, 2]")
+    for k in sizes:
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
+            raise ValueError(f"each entry of min_attributes must be a non-negative integer, got {k!r}")
+    if not sizes:
+        raise ValueError("min_attributes is empty: give one size per mechanism")
+    eps = _check_epsilons(epsilons, len(sizes))
+    if isinstance(missing_rates, Mapping):
+        universe = list(missing_rates)
+    elif hasattr(missing_rates, "__iter__") and not isinstance(missing_rates, (str, bytes)):
+        universe = list(range(len(list(missing_rates))))
+    else:
+        raise TypeError("missing_rates must map each attribute to its MCAR rate, e.g. {'age': 0.2}")
+    rates = _check_rates(missing_rates, [frozenset(universe)])
+    if max(sizes) > len(universe):
+        raise ValueError(f"a mechanism reads rows observed on at least {max(sizes)} attributes but missing_rates "
+                         f"lists only {len(universe)}; give the rate of every attribute")
+    best = sorted(universe, key=lambda a: (rates[a], str(a)))  # best-observed first
+    nested = [best[:k] for k in sizes]
+    eps_bar, det = mcar_amplification(nested, eps, rates, "add-remove", max_attributes=max_attributes)
+    if relation == "replace-one" and not projection:
+        p = [d["p_observed"] for d in det["per_mechanism"]]
+        harris = eps_bar - math.fsum(math.log1p(-pj * -math.expm1(-e)) for pj, e in zip(p, eps))
+        # L(O) ≤ Σ_j ε_j·1{|O| ≥ k_j} for every selection, and the replace-one bound grows with L
+        counts = np.array([1.0])  # distribution of the number of observed attributes |O|
+        for a in universe:
+            counts = np.convolve(counts, [rates[a], 1.0 - rates[a]])
+        by_count = np.array([math.fsum(e for k, e in zip(sizes, eps) if m >= k) for m in range(counts.size)])
+        values, inverse = np.unique(np.round(by_count, 12), return_inverse=True)
+        counting = _replace_one_bound(values, np.bincount(inverse, weights=counts, minlength=values.size))
+        eps_bar = float(min(harris, counting, math.fsum(eps)))
+    for key in ("algorithm4", "algorithm4_blocks", "algorithm4_exact"):  # a figure for given sets, not for this bound
+        det.pop(key)
+    det.update({"bound": EX_ANTE, "relation": relation, "projection": bool(projection), "epsilon_bar": eps_bar,
+                "min_attributes": [int(k) for k in sizes], "nested_sets": nested})
+    return eps_bar, det
 
 
 # ----------------------------------------------------------------------------- validation

@@ -15,15 +15,16 @@ Example
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from dataclasses import dataclass, asdict, field
 
 import pandas as pd
 
+from .amplification import EX_ANTE, EX_POST, mcar_amplification, mcar_amplification_ex_ante
 from .calibration import cdp_eps
-from .validation import check_delta, check_epsilon
+from .validation import RELATIONS, check_delta, check_epsilon, check_relation
 
-RELATIONS = ("add-remove", "replace-one")
 _TOL = 1e-9
 
 
@@ -43,6 +44,8 @@ class Spend:
     relation: str
     note: str = ""
     attributes: tuple | None = None  # the attributes whose observed rows the spend read (None: every row)
+    min_attributes: int | None = None  # public: fewest attributes it could have been restricted to (None: 0)
+    attributes_fixed: bool = False  # the attributes were fixed before the data were seen (not selected)
 
     @property
     def kind(self) -> str:
@@ -68,13 +71,29 @@ class PrivacyLedger:
     # ------------------------------------------------------------------ recording
     def spend(self, step: str, mechanism: str, *, epsilon: float | None = None, delta: float = 0.0,
               rho: float | None = None, sensitivity: float, relation: str, norm: str = "L1",
-              note: str = "", attributes=None) -> None:
+              note: str = "", attributes=None, min_attributes: int | None = None,
+              attributes_fixed: bool = False) -> None:
         """Record a spend; raise :class:`BudgetExceededError` (and record nothing) if it would
-        exceed the budget. Give ``epsilon`` (and ``delta``) or ``rho``, not both. ``attributes``
-        (optional) names the attributes a row must be observed on to be read by this spend, for
-        :meth:`ground_truth_epsilon`; None means it may read every row."""
-        if relation not in RELATIONS:
-            raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
+        exceed the budget. Give ``epsilon`` (and ``delta``) or ``rho``, not both. For
+        :meth:`ground_truth_epsilon`: ``attributes`` (optional) names the attributes a row must be
+        observed on to be read by this spend in this run (None: every row), and ``min_attributes``
+        the fewest attributes that set could have had over every selection the generator could
+        make on any data: a public number (None: 0, it may read every row). ``attributes_fixed=True``
+        declares that ``attributes`` itself was fixed before the data were seen (e.g. all columns)."""
+        check_relation(relation)
+        if attributes_fixed:
+            if attributes is None:
+                raise ValueError("attributes_fixed=True needs the attributes")
+            min_attributes = len(set(attributes))
+        if min_attributes is not None:
+            if isinstance(min_attributes, bool) or not isinstance(min_attributes, numbers.Integral) \
+                    or min_attributes < 0:
+                raise ValueError(f"min_attributes must be a non-negative integer, got {min_attributes!r}")
+            min_attributes = int(min_attributes)
+            read = 0 if attributes is None else len(set(attributes))
+            if min_attributes > read:
+                raise ValueError(f"min_attributes = {min_attributes} exceeds the {read} attributes this spend read; "
+                                 "it must be a lower bound on the size of every set the spend could read")
         if (epsilon is None) == (rho is None):
             raise ValueError("give exactly one of epsilon (pure/approximate DP) or rho (zCDP)")
         if rho is not None and (not math.isfinite(rho) or rho <= 0):
@@ -83,7 +102,7 @@ class PrivacyLedger:
             epsilon = check_epsilon(epsilon)
         delta = check_delta(delta)
         s = Spend(step, mechanism, epsilon, delta, rho, float(sensitivity), norm, relation, note,
-                  None if attributes is None else tuple(attributes))
+                  None if attributes is None else tuple(attributes), min_attributes, bool(attributes_fixed))
         self._check_budget(s)  # raises before anything is recorded
         sums = self._sums(s)
         self.spends.append(s)
@@ -147,25 +166,35 @@ class PrivacyLedger:
 
     def ground_truth_epsilon(self, missing_rates, *, return_details: bool = False):
         """ε for the ground-truth data when the private data were produced by MCAR masking with
-        per-attribute rates ``missing_rates`` ({attribute: φ}), by the exact bound of
-        :func:`dpsynth.privacy.amplification.mcar_amplification` applied to the recorded spends
-        (each reads the rows observed on its ``attributes``; None: every row, not amplified).
+        per-attribute rates ``missing_rates`` ({attribute: φ} for every attribute, 0.0 for fully
+        observed ones). A guarantee, fixed before the data are seen: the bound of
+        :func:`~dpsynth.privacy.amplification.mcar_amplification_ex_ante` over every selection of
+        attribute sets the generator could make, from each spend's public ``min_attributes`` (the
+        exact bound of :func:`mcar_amplification` when every spend's attributes were fixed in advance).
         Needs pure-ε spends under one neighbouring relation. ``return_details=True`` also returns
-        the details dict (incl. the paper's Algorithm 4 figure)."""
-        from .amplification import mcar_amplification
-
+        the details dict: ``bound`` names the bound reported (``EX_ANTE``); ``ex_post`` holds, as a
+        labelled diagnostic only, the value for the sets this run selected (``EX_POST``, computed
+        from the private data, not a guarantee) with the paper's Algorithm 4 figure."""
         if self.flags:
-            return (math.inf, {}) if return_details else math.inf
+            return (math.inf, {"bound": EX_ANTE}) if return_details else math.inf
         if not self.spends:
-            return (0.0, {}) if return_details else 0.0
+            return (0.0, {"bound": EX_ANTE}) if return_details else 0.0
         impure = [s.step for s in self.spends if s.rho is not None or s.delta > 0]
         if impure:
             raise ValueError(f"ground_truth_epsilon needs pure ε-DP spends; {impure[:3]} are (ε, δ) or zCDP")
         rels = {s.relation for s in self.spends}
         if len(rels) > 1:
             raise ValueError(f"the ledger mixes neighbouring relations {sorted(rels)}; amplification needs one")
-        eps, det = mcar_amplification([s.attributes or () for s in self.spends], [s.epsilon for s in self.spends],
-                                      missing_rates, relation=rels.pop())
+        relation = rels.pop()
+        epsilons = [s.epsilon for s in self.spends]
+        post, post_det = mcar_amplification([s.attributes or () for s in self.spends], epsilons, missing_rates,
+                                            relation=relation)
+        if all(s.attributes_fixed for s in self.spends):  # nothing was selected: this run's sets are the only ones
+            eps, det = post, {**post_det, "bound": EX_ANTE}
+        else:
+            eps, det = mcar_amplification_ex_ante([s.min_attributes or 0 for s in self.spends], epsilons,
+                                                  missing_rates, relation=relation)
+        det["ex_post"] = {**post_det, "bound": EX_POST, "epsilon_bar": post}
         return (eps, det) if return_details else eps
 
     @property

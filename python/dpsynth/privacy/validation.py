@@ -4,6 +4,15 @@ from __future__ import annotations
 import math
 import numbers
 
+RELATIONS = ("add-remove", "replace-one")  # neighbouring relations a spend may declare
+
+
+def check_relation(relation) -> str:
+    """``relation`` is one of :data:`RELATIONS`."""
+    if relation not in RELATIONS:
+        raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
+    return relation
+
 
 def check_epsilon(epsilon, name: str = "epsilon") -> float:
     """ε must be a finite number > 0."""
@@ -42,3 +51,17 @@ def check_seed(seed):
     if seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed}")
     return int(seed)
+
+
+def check_positive_int(value, name: str) -> int:
+    """``value`` is an integer ≥ 1."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def check_positive_float(value, name: str) -> float:
+    """``value`` is a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
