@@ -200,101 +200,114 @@ class MaxEntModel:
         return mu, 0.5 * (m + m.transpose(-1, -2))
 
     # ------------------------------------------------------------------ canonical moments, linear space
-    def _canonical_masks(self) -> list[torch.Tensor]:
-        """Per junction-tree clique, the evidence (D + 1, *clique shape) of clamping each canonical
-        statistic: row 0 free, row 1 + j the indicator of canonical cell j where its clique lives,
-        ones elsewhere."""
+    def _flat_plan(self) -> dict:
+        """Constant matrices of the flat, linear-space message passing in :meth:`canonical_moments`:
+        per junction-tree clique i (cells flattened in C order), the evidence ``mask[i]``
+        (D + 1, n_i) of clamping each canonical statistic (row 0 free), ``to_sep[i]`` (n_i, n_s)
+        summing a clique table onto its separator with the parent, ``parent_to_sep[i]`` (n_p, n_s)
+        the same from the parent's side, and ``to_canonical[i]`` (n_i, D_i) the canonical
+        statistics of the model cliques the junction-tree clique holds. Sums and broadcasts become
+        products with small 0/1 matrices, which BLAS does far faster than strided broadcasting."""
         cache = self.__dict__.setdefault("_evidence_cache", {})
-        if "canonical_masks" in cache:
-            return cache["canonical_masks"]
+        if "flat_plan" in cache:
+            return cache["flat_plan"]
         jt = self.jt
-        masks = [torch.ones((self.D + 1,) + jt.clique_domain(i).shape, dtype=DTYPE) for i in range(len(jt.cliques))]
+        k = len(jt.cliques)
+
+        def index_of(cdom, attrs):
+            """Flat index, in the projection of cdom onto attrs (in attrs' order), of every cell of cdom."""
+            grid = np.indices(cdom.shape).reshape(len(cdom), -1)
+            if not attrs:
+                return np.zeros(grid.shape[1], dtype=np.int64), 1
+            sub = [grid[cdom.attrs.index(a)] for a in attrs]
+            shape = [cdom.size(a) for a in attrs]
+            return np.ravel_multi_index(sub, shape), int(np.prod(shape))
+
+        def onehot(idx, width):
+            m = torch.zeros((idx.size, width), dtype=DTYPE)
+            m[np.arange(idx.size), idx] = 1.0
+            return m
+
+        to_sep, parent_to_sep = [None] * k, [None] * k
+        for i in range(k):
+            if jt.parent[i] >= 0:
+                sep = list(jt.separators[i])
+                idx, width = index_of(jt.clique_domain(i), sep)
+                to_sep[i] = onehot(idx, width)
+                pidx, _ = index_of(jt.clique_domain(jt.parent[i]), sep)
+                parent_to_sep[i] = onehot(pidx, width)
+        masks = [torch.ones((self.D + 1, jt.clique_domain(i).size()), dtype=DTYPE) for i in range(k)]
+        to_canonical = [[] for _ in range(k)]
+        order = []  # (junction-tree clique, first row) of each model clique's canonical block
         row = 1
-        for k, (c, cells) in enumerate(zip(self.cliques, self.canonical)):
-            i = jt.assignment[k]
-            cdom = jt.clique_domain(i)
-            shape = self.domain.project(c).shape
-            for cell in cells:
-                ind = torch.zeros(shape, dtype=DTYPE)
-                ind.view(-1)[int(cell)] = 1.0
-                masks[i][row] = Factor(self.domain.project(c), ind).aligned(cdom).expand(cdom.shape)
-                row += 1
-        cache["canonical_masks"] = masks
-        return masks
+        for q, (c, cells) in enumerate(zip(self.cliques, self.canonical)):
+            i = jt.assignment[q]
+            idx, width = index_of(jt.clique_domain(i), list(c))
+            for j, cell in enumerate(cells):
+                masks[i][row + j] = torch.as_tensor(idx == cell, dtype=DTYPE)
+            to_canonical[i].append(onehot(idx, width)[:, torch.as_tensor(cells)])
+            order.append((i, len(to_canonical[i]) - 1))
+            row += len(cells)
+        plan = {"mask": masks, "to_sep": to_sep, "parent_to_sep": parent_to_sep,
+                "to_canonical": [torch.cat(t, dim=1) if t else None for t in to_canonical], "order": order}
+        cache["flat_plan"] = plan
+        return plan
 
     def canonical_moments(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(μ_D, M_D): means (…, D) and second moments (…, D, D) of the canonical statistics
         (Σ_D = ∇²A = M_D − μμᵀ), by clamping each canonical cell in a batched two-pass
-        sum-product in *linear* space (products and sums instead of log-sum-exp; each clique's
-        potential is shifted by its maximum and every message is renormalised, so nothing
-        overflows). The same result as ``moments(θ, canonical_index)`` at a fraction of the cost.
-        """
+        sum-product in *linear* space on flattened clique tables (each clique's potential is shifted
+        by its maximum and every message renormalised, so nothing overflows). The same numbers as
+        ``moments(θ, canonical_index)``, several times faster, and differentiable in θ."""
         jt = self.jt
+        plan = self._flat_plan()
         theta = torch.as_tensor(theta, dtype=DTYPE)
         batch = tuple(theta.shape[:-1])
-        nb = len(batch) + 1                                   # batch axes + the evidence axis
         log_pots = jt.potentials(self.potentials(theta) + [Factor.zeros(self.domain.project(t)) for t in self.tables])
-        masks = self._canonical_masks()
         pots, shift = [], 0.0
-        for p, mk in zip(log_pots, masks):
-            v = p.values.reshape(batch + (1,) + p.domain.shape) if p.batch_shape else \
-                p.values.reshape((1,) * len(batch) + (1,) + p.domain.shape)
-            top = v.amax(dim=tuple(range(nb, v.dim())), keepdim=True)
-            pots.append(torch.exp(v - top) * mk)
-            shift = shift + top.reshape(top.shape[:nb])
+        for p, mk in zip(log_pots, plan["mask"]):
+            v = p.values.reshape(tuple(p.values.shape[:len(p.batch_shape)]) + (1, -1))
+            v = v.expand(batch + v.shape[-2:]) if not p.batch_shape else v
+            top = v.amax(dim=-1, keepdim=True)
+            pots.append(torch.exp(v - top) * mk)                     # (…, D + 1, n_i)
+            shift = shift + top[..., 0]
         k = len(jt.cliques)
-        sep_view = [None] * k
-        for i in range(k):
-            if jt.parent[i] >= 0:
-                cdom = jt.clique_domain(i)
-                sep_view[i] = ([nb + cdom.attrs.index(a) for a in cdom.attrs if a not in jt.separators[i]],
-                               lambda t, j, i=i: t.reshape(t.shape[:nb] + tuple(
-                                   jt.clique_domain(j).size(a) if a in jt.separators[i] else 1
-                                   for a in jt.clique_domain(j).attrs)))
-        log_scale = torch.zeros(batch + (self.D + 1,), dtype=DTYPE)
-        up = [None] * k
+        up, log_scale = [None] * k, 0.0
         for i in reversed(jt.bfs):
             b = pots[i]
             for c in jt.children[i]:
-                b = b * sep_view[c][1](up[c], i)
+                b = b * (up[c] @ plan["parent_to_sep"][c].T)
             if jt.parent[i] >= 0:
-                m = b.sum(dim=sep_view[i][0]) if sep_view[i][0] else b
-                norm = m.sum(dim=tuple(range(nb, m.dim())), keepdim=True)
+                m = b @ plan["to_sep"][i]
+                norm = m.sum(-1, keepdim=True)
                 up[i] = m / norm
-                log_scale = log_scale + torch.log(norm.reshape(norm.shape[:nb]))
+                log_scale = log_scale + torch.log(norm[..., 0])
             else:
-                total = b.sum(dim=tuple(range(nb, b.dim())))
-        log_z = log_scale + torch.log(total) + shift          # (…, D + 1)
-        down = [None] * k
-        cond = []
+                total = b.sum(-1)
+        log_z = log_scale + torch.log(total) + shift                 # (…, D + 1)
+        down, belief = [None] * k, [None] * k
         for i in jt.bfs:
-            base = pots[i] if down[i] is None else pots[i] * sep_view[i][1](down[i], i)
+            base = pots[i] if down[i] is None else pots[i] * (down[i] @ plan["to_sep"][i].T)
+            incoming = {c: up[c] @ plan["parent_to_sep"][c].T for c in jt.children[i]}
             full = base
             for c in jt.children[i]:
-                full = full * sep_view[c][1](up[c], i)
+                full = full * incoming[c]
             for c in jt.children[i]:
                 m = base
                 for o in jt.children[i]:
                     if o != c:
-                        m = m * sep_view[o][1](up[o], i)
-                cdom = jt.clique_domain(c)
-                pdom = jt.clique_domain(i)
-                out = [nb + pdom.attrs.index(a) for a in pdom.attrs if a not in jt.separators[c]]
-                msg = m.sum(dim=out) if out else m
-                down[c] = msg / msg.sum(dim=tuple(range(nb, msg.dim())), keepdim=True)
-            cond.append(full / full.sum(dim=tuple(range(nb, full.dim())), keepdim=True))
-        belief = {i: cond[n] for n, i in enumerate(jt.bfs)}
+                        m = m * incoming[o]
+                msg = m @ plan["parent_to_sep"][c]
+                down[c] = msg / msg.sum(-1, keepdim=True)
+            belief[i] = full / full.sum(-1, keepdim=True)
+        per_clique = {i: belief[i] @ plan["to_canonical"][i] for i in range(k) if plan["to_canonical"][i] is not None}
+        offsets = {i: 0 for i in per_clique}
         parts = []
-        for kq, (c, cells) in enumerate(zip(self.cliques, self.canonical)):
-            i = jt.assignment[kq]
-            cdom = jt.clique_domain(i)
-            drop = [nb + cdom.attrs.index(a) for a in cdom.attrs if a not in c]
-            t = belief[i].sum(dim=drop) if drop else belief[i]
-            kept = [a for a in cdom.attrs if a in c]
-            perm = list(range(nb)) + [nb + kept.index(a) for a in c]
-            t = t.permute(*perm).reshape(t.shape[:nb] + (-1,))
-            parts.append(t[..., torch.as_tensor(cells)])
-        cond_can = torch.cat(parts, dim=-1)                    # (…, D + 1, D): row 1+j = P(· | cell j)
+        for q, cells in enumerate(self.canonical):
+            i, _ = plan["order"][q]
+            parts.append(per_clique[i][..., offsets[i]:offsets[i] + len(cells)])
+            offsets[i] += len(cells)
+        cond_can = torch.cat(parts, dim=-1)                           # (…, D + 1, D): row 1+j = P(· | cell j)
         mu = cond_can[..., 0, :]
         p_j = torch.exp(log_z[..., 1:] - log_z[..., :1])
         m2 = p_j.unsqueeze(-1) * cond_can[..., 1:, :]
