@@ -300,11 +300,11 @@ class Schema:
             out[:, j] = _encode_column(df[name], col)
         return out
 
-    def decode(self, codes: np.ndarray, rng: np.random.Generator, dtypes: Mapping[str, Any] | None = None,
+    def decode(self, codes: np.ndarray, rng: np.random.Generator,
                numeric_values: Mapping[str, np.ndarray] | None = None) -> pd.DataFrame:
         """Codes → DataFrame. Numeric bins are de-binned uniformly within the bin (integers for
-        integer columns). ``dtypes`` (the caller's, recorded at fit) are restored where possible;
-        ``numeric_values`` lets a generator hand over numeric columns it produced directly."""
+        integer columns); ``numeric_values`` lets a generator hand over numeric columns it produced
+        directly. Generators cast the result with :func:`cast_to_schema`."""
         codes = np.asarray(codes)
         if codes.ndim != 2 or codes.shape[1] != len(self.columns):
             raise ValueError(f"codes must be n × {len(self.columns)}, got shape {codes.shape}")
@@ -315,10 +315,7 @@ class Schema:
             else:
                 values = None
             data[name] = _decode_column(codes[:, j], col, rng, values)
-        out = pd.DataFrame(data)
-        if dtypes:
-            out = restore_dtypes(out, self, dtypes)
-        return out
+        return pd.DataFrame(data)
 
     def coerce(self, df: pd.DataFrame) -> pd.DataFrame:
         """Return a copy with categorical columns as pandas ``category`` dtype with the schema's
@@ -345,12 +342,18 @@ def _json_default(o):
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` atomically: a temporary file in the same folder, then rename."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary file in the same folder, then rename,
+    so a reader never sees a half-written file and a failure leaves the old file in place."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report or a CSV gets the usual permissions
@@ -447,30 +450,42 @@ def _decode_column(codes: np.ndarray, col: Column, rng: np.random.Generator, val
     return pd.Series(x)
 
 
-def restore_dtypes(df: pd.DataFrame, schema: Schema, dtypes: Mapping[str, Any]) -> pd.DataFrame:
-    """Cast decoded columns back to the caller's dtypes (recorded at fit time)."""
+def output_dtype(col: Column):
+    """The dtype of a synthetic column, from the public schema only (never from the private data):
+    ``category`` with the schema's categories in schema order for a categorical column, nullable
+    ``Int64`` for an integer numeric column, ``float64`` (NaN for missing) for a real one.
+
+    >>> output_dtype(Column("age", "numeric", lower=0, upper=99, integer=True))
+    Int64Dtype()
+    """
+    if col.is_categorical:
+        return pd.CategoricalDtype(list(col.categories), ordered=col.ordered)
+    return pd.Int64Dtype() if col.integer else np.dtype("float64")
+
+
+def cast_to_schema(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """A copy of ``df`` whose schema columns have :func:`output_dtype`: the same dtypes whatever the
+    private data were (whether any cell was missing, how the caller stored the column), so neither
+    the synthetic data nor a saved generator reveal them. Other columns are left as they are.
+
+    >>> s = Schema.from_dict({"g": {"type": "categorical", "categories": ["b", "a"]},
+    ...                       "x": {"type": "numeric", "lower": 0, "upper": 9, "integer": True}})
+    >>> cast_to_schema(pd.DataFrame({"g": ["a", None], "x": [1.0, 2.0]}), s).dtypes.astype(str).tolist()
+    ['category', 'Int64']
+    """
     out = {}
     for name in df.columns:
-        s, want = df[name], dtypes.get(name)
-        col = schema[name]
-        if want is None or isinstance(want, pd.CategoricalDtype) or str(want) == "category":
+        s = df[name]
+        if name not in schema.columns:
             out[name] = s
-        elif col.is_categorical:
-            vals = s.astype(object).where(s.notna(), None)
-            try:
-                out[name] = vals.astype(want) if not s.isna().any() or _nullable(want) else vals
-            except (TypeError, ValueError):
-                out[name] = vals
+            continue
+        col = schema[name]
+        if col.is_categorical:
+            out[name] = pd.Series(pd.Categorical.from_codes(_category_codes(s, col), dtype=output_dtype(col)),
+                                  index=s.index)
         else:
-            if s.isna().any() and pd.api.types.is_integer_dtype(want) and not _nullable(want):
-                out[name] = s.astype("Int64")
-            else:
-                try:
-                    out[name] = s.astype(want)
-                except (TypeError, ValueError):
-                    out[name] = s
-    return pd.DataFrame(out)
-
-
-def _nullable(dtype) -> bool:
-    return isinstance(dtype, pd.api.extensions.ExtensionDtype) or str(dtype) == "object"
+            x = pd.to_numeric(s).to_numpy(dtype=float, na_value=np.nan)
+            if col.integer:
+                x = np.floor(x)  # decoded integer columns are whole already; this keeps the cast exact
+            out[name] = pd.Series(x, index=s.index).astype(output_dtype(col))
+    return pd.DataFrame(out, index=df.index)
