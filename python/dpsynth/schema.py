@@ -259,9 +259,13 @@ class Schema:
                              "so add 'lower' and 'upper' from public documentation to the schema")
 
     # ---------------------------------------------------------------- validation
-    def validate(self, df: pd.DataFrame, allow_all_missing: bool = False) -> None:
-        """Raise ValueError/TypeError (saying what to fix) if ``df`` does not fit the schema."""
-        _check_frame(df)
+    def validate(self, df: pd.DataFrame, allow_empty: bool = False) -> None:
+        """Raise ValueError/TypeError (saying what to fix) if ``df`` does not fit the schema: its
+        columns, and each value inside the public domain (a category of the schema, a number for a
+        numeric column). Nothing else about the rows is checked: a column with no observed value is
+        valid data (a neighbour of data with one observed value), and refusing it would release that
+        fact. ``allow_empty``: accept a table without rows (a strategy's subset of the rows)."""
+        _check_frame(df, allow_empty)
         cols = [str(c) for c in df.columns]
         unknown = [c for c in cols if c not in self.columns]
         if unknown:
@@ -273,16 +277,12 @@ class Schema:
                              "schema.subset([...])")
         for name, col in self.columns.items():
             s = df[name]
-            if not allow_all_missing and s.isna().all():
-                raise ValueError(f"column {name!r} has no observed value (all missing); drop it from the data "
-                                 "and the schema")
             if col.is_categorical:
-                bad = _unknown_categories(s, col)
-                if bad:
-                    shown = ", ".join(repr(b) for b in bad[:5])
-                    raise ValueError(f"column {name!r} has values outside the schema's categories: {shown}"
-                                     f"{' ...' if len(bad) > 5 else ''}; add them to the schema's category list "
-                                     "(from public documentation) or recode them")
+                if (_category_codes(s, col) == -2).any():  # a domain check: the message names no value
+                    raise ValueError(f"column {name!r} has values outside the schema's categories; list them with "
+                                     f"df.loc[df[{name!r}].notna() & ~df[{name!r}].isin(schema[{name!r}].categories), "
+                                     f"{name!r}].unique() and add them to the schema's category list (from public "
+                                     "documentation) or recode them")
             else:
                 if not (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)):
                     if s.dropna().map(lambda v: isinstance(v, (int, float, np.number)) and not isinstance(v, bool)).all():
@@ -294,7 +294,7 @@ class Schema:
     def encode(self, df: pd.DataFrame) -> np.ndarray:
         """Integer codes (n × d, int64), MISSING (-1) for missing cells. Numerics are clipped to
         the public bounds before binning (a per-row, data-independent transformation)."""
-        self.validate(df, allow_all_missing=True)
+        self.validate(df, allow_empty=True)
         out = np.empty((len(df), len(self.columns)), dtype=np.int64)
         for j, (name, col) in enumerate(self.columns.items()):
             out[:, j] = _encode_column(df[name], col)
@@ -320,7 +320,7 @@ class Schema:
     def coerce(self, df: pd.DataFrame) -> pd.DataFrame:
         """Return a copy with categorical columns as pandas ``category`` dtype with the schema's
         levels (unused levels kept) and numeric columns as floats/ints."""
-        self.validate(df, allow_all_missing=True)
+        self.validate(df, allow_empty=True)
         out = df.copy()
         for name, col in self.columns.items():
             if col.is_categorical:
@@ -364,11 +364,11 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
-def _check_frame(df) -> None:
+def _check_frame(df, allow_empty: bool = False) -> None:
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"expected a pandas DataFrame, got {type(df).__name__}; "
                         "wrap your data with pd.DataFrame(...)")
-    if df.shape[0] == 0:
+    if df.shape[0] == 0 and not allow_empty:
         raise ValueError("the data frame has no rows; pass the private table with at least one row")
     if df.shape[1] == 0:
         raise ValueError("the data frame has no columns")
@@ -402,14 +402,6 @@ def _category_codes(s: pd.Series, col: Column) -> np.ndarray:
             v = int(v)
         codes[i] = table.get(v, table.get(str(v), -2))
     return codes
-
-
-def _unknown_categories(s: pd.Series, col: Column) -> list:
-    codes = _category_codes(s, col)
-    bad = codes == -2
-    if not bad.any():
-        return []
-    return list(pd.unique(s[bad].astype(object)))
 
 
 def _encode_column(s: pd.Series, col: Column) -> np.ndarray:

@@ -42,10 +42,15 @@ class Generator:
     # ------------------------------------------------------------------ fitting
     def fit(self, df: pd.DataFrame, schema: Schema, seed: int | None = None) -> "Generator":
         """Learn the generator's released parameters from ``df`` (never modified) under ``schema``."""
+        return self._fit_frame(df, schema, seed, allow_empty=False)
+
+    def _fit_frame(self, df, schema, seed, allow_empty: bool) -> "Generator":
+        """``fit``; a missing-data strategy passes ``allow_empty=True`` for its subset of the rows,
+        which may be empty (the strategy must not reveal that by an error)."""
         if not isinstance(schema, Schema):
             raise TypeError(f"schema must be a dpsynth.Schema (e.g. Schema.from_json(path)), got {type(schema).__name__}")
         seed = check_seed(seed)
-        schema.validate(df)
+        schema.validate(df, allow_empty=allow_empty)
         if self.needs_bounds:
             schema.require_bounds()
         self.schema_ = schema

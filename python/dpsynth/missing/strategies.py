@@ -110,7 +110,7 @@ class _GeneratorWrapper(Generator):
             raise RuntimeError(f"{self.method}: a {inner.relation} generator cannot run under a {self.relation} "
                                "wrapper unless its table has a public or released size")
         seed = None if source.exact_os_entropy else int(source.numpy.integers(0, 2**31 - 1))
-        inner.fit(frame, self.schema_, seed=seed)
+        inner._fit_frame(frame, self.schema_, seed, allow_empty=True)
         note = (f" [{inner.relation} spend on a table of exactly {n_public} rows (public/released size); "
                 f"{self.relation} neighbours of the input give {inner.relation} neighbours of that table]"
                 if composed else "")
@@ -140,7 +140,7 @@ class CompleteRows(_GeneratorWrapper):
     * ``n_complete=K`` (public: the caller vouches that K was not computed from the private data,
       e.g. the documented size of a release) costs nothing; or by default
     * ``count_share`` of ε (default 0.02, as PrivBayes's own count) releases
-      K = n_cc + discrete Laplace(1/ε_n), charged to the ledger (add/remove, sensitivity 1).
+      K = max(n_cc + discrete Laplace(1/ε_n), 1), charged to the ledger (add/remove, sensitivity 1).
 
     The wrapped generator then runs on exactly K rows: a uniformly random K-subset of the complete
     rows if there are more, else all of them plus K − n_cc rows drawn uniformly from the public
@@ -201,10 +201,7 @@ class CompleteRows(_GeneratorWrapper):
                                    relation=self.relation, attributes=self.schema_.names,
                                    note="sizes the wrapped replace-one generator's table and the synthetic data")
             eps -= eps_n
-            size = int(noisy[0])
-            if size < 1:  # depends on the released count only
-                raise ValueError(f"the noisy number of complete rows is {size} (released with ε = {eps_n:g}): too "
-                                 "few to fit; pass a public n_complete= or use ImputeFirst")
+            size = max(int(noisy[0]), 1)  # post-processing of the released count; never an error
         self.table_size_ = size
         table = _fixed_size(complete, size, self.schema_, source.spawn())
         self._fit_inner(table, eps, source, n_public=size)
