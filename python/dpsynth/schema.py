@@ -444,15 +444,25 @@ def _decode_column(codes: np.ndarray, col: Column, rng: np.random.Generator, val
 
 def output_dtype(col: Column):
     """The dtype of a synthetic column, from the public schema only (never from the private data):
-    ``category`` with the schema's categories in schema order for a categorical column, nullable
-    ``Int64`` for an integer numeric column, ``float64`` (NaN for missing) for a real one.
+    ``category`` with the schema's categories in schema order for a categorical column, except
+    nullable ``Int64`` when every category is a whole number (codes such as 0/1 stay numbers, as
+    analysts' formulas expect); nullable ``Int64`` for an integer numeric column, ``float64`` (NaN
+    for missing) for a real one.
 
     >>> output_dtype(Column("age", "numeric", lower=0, upper=99, integer=True))
     Int64Dtype()
+    >>> str(output_dtype(Column("sex", "categorical", categories=("F", "M"))))
+    'category'
     """
     if col.is_categorical:
+        if _integer_categories(col):
+            return pd.Int64Dtype()
         return pd.CategoricalDtype(list(col.categories), ordered=col.ordered)
     return pd.Int64Dtype() if col.integer else np.dtype("float64")
+
+
+def _integer_categories(col: Column) -> bool:
+    return all(isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_)) for c in col.categories)
 
 
 def cast_to_schema(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
@@ -473,8 +483,12 @@ def cast_to_schema(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
             continue
         col = schema[name]
         if col.is_categorical:
-            out[name] = pd.Series(pd.Categorical.from_codes(_category_codes(s, col), dtype=output_dtype(col)),
-                                  index=s.index)
+            codes = _category_codes(s, col)
+            if _integer_categories(col):
+                values = np.asarray(col.categories, dtype=np.int64)[np.maximum(codes, 0)]
+                out[name] = pd.Series(pd.arrays.IntegerArray(values, codes < 0), index=s.index)
+            else:
+                out[name] = pd.Series(pd.Categorical.from_codes(codes, dtype=output_dtype(col)), index=s.index)
         else:
             x = pd.to_numeric(s).to_numpy(dtype=float, na_value=np.nan)
             if col.integer:
