@@ -59,10 +59,9 @@ def run_one(truth, masked, schema, mode, epsilon, seed, rates=None):
 def schema_floor(truth, schema):
     """TVD of the truth passed through the schema's binning and uniform de-binning: what any
     generator that works on schema bins pays under the paper's data-bounded 16-bin TVD."""
-    from dpsynth.schema import restore_dtypes
+    from dpsynth.schema import cast_to_schema
 
-    rt = schema.decode(schema.encode(truth), np.random.default_rng(0))
-    rt = restore_dtypes(rt, schema, {c: truth[c].dtype for c in truth.columns})
+    rt = cast_to_schema(schema.decode(schema.encode(truth), np.random.default_rng(0)), schema)
     return {"tvd1": round(tvd(truth, rt, schema, k=1), 4), "tvd2": round(tvd(truth, rt, schema, k=2), 4)}
 
 

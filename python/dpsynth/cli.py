@@ -37,10 +37,10 @@ def cmd_synthesize(args) -> int:
                              seed=args.seed, n=args.n, **options)
     out = Path(args.out)
     res.to_csv(out)
-    res.generator.save(out / "generator.pkl")
+    res.generator.save(out / GENERATOR_FILE)
     if not args.quiet:
         print(res.ledger)
-        print(f"wrote {res.m} datasets, ledger.csv and generator.pkl to {out}")
+        print(f"wrote {res.m} datasets, ledger.csv and {GENERATOR_FILE} to {out}")
     return 0
 
 
@@ -52,6 +52,7 @@ def cmd_datasets(args) -> int:
     return 0
 
 
+GENERATOR_FILE = "generator.npz"  # a saved generator: data only (dpsynth.persist), no pickle
 DEMO_FORMULA = "income ~ age + sex + race + Q('education-num')"
 
 
@@ -102,7 +103,7 @@ def cmd_demo(args) -> int:
     say(res.ledger)
     out = Path(args.out)
     res.to_csv(out / "synthetic")
-    res.generator.save(out / "generator.pkl")
+    res.generator.save(out / GENERATOR_FILE)
     ap = analyst_report(res, DEMO_FORMULA, family="binomial", path=out / "report.html", transform=_demo_analysis_frame)
     say(f"analyst report (releasable): {ap}")
     hp = holder_report(data, res, schema, DEMO_FORMULA, family="binomial", path=out / "holder-report.html",
@@ -117,7 +118,10 @@ def _load_synth_dir(folder: Path):
     from dpsynth.generators.base import Generator
     from dpsynth.result import SynthResult
 
-    gen = Generator.load(folder / "generator.pkl")
+    if not (folder / GENERATOR_FILE).exists() and (folder / "generator.pkl").exists():
+        raise ValueError(f"{folder} holds a generator.pkl from an older dpsynth; pickle files are no longer "
+                         "loaded (loading one can run code): run 'dpsynth synthesize' again")
+    gen = Generator.load(folder / GENERATOR_FILE)
     files = sorted(folder.glob("synthetic_*.csv"), key=lambda p: int(p.stem.split("_")[1]))
     if not files:
         raise FileNotFoundError(f"no synthetic_*.csv files in {folder}; run 'dpsynth synthesize' first")
@@ -231,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     r = sub.add_parser("report", help="analyst report (and, with --real, the private holder report)")
-    r.add_argument("synth", help="folder written by 'dpsynth synthesize' (generator.pkl, synthetic_*.csv)")
+    r.add_argument("synth", help="folder written by 'dpsynth synthesize' (generator.npz, synthetic_*.csv)")
     r.add_argument("--formula", required=True, help="model formula, e.g. \"income ~ age + sex\"")
     r.add_argument("--family", default="gaussian", help="gaussian, binomial or poisson")
     r.add_argument("--rule", default="synthetic", help="combining rule: synthetic, mi or reiter2003")

@@ -259,9 +259,13 @@ class Schema:
                              "so add 'lower' and 'upper' from public documentation to the schema")
 
     # ---------------------------------------------------------------- validation
-    def validate(self, df: pd.DataFrame, allow_all_missing: bool = False) -> None:
-        """Raise ValueError/TypeError (saying what to fix) if ``df`` does not fit the schema."""
-        _check_frame(df)
+    def validate(self, df: pd.DataFrame, allow_empty: bool = False) -> None:
+        """Raise ValueError/TypeError (saying what to fix) if ``df`` does not fit the schema: its
+        columns, and each value inside the public domain (a category of the schema, a number for a
+        numeric column). Nothing else about the rows is checked: a column with no observed value is
+        valid data (a neighbour of data with one observed value), and refusing it would release that
+        fact. ``allow_empty``: accept a table without rows (a strategy's subset of the rows)."""
+        _check_frame(df, allow_empty)
         cols = [str(c) for c in df.columns]
         unknown = [c for c in cols if c not in self.columns]
         if unknown:
@@ -273,16 +277,12 @@ class Schema:
                              "schema.subset([...])")
         for name, col in self.columns.items():
             s = df[name]
-            if not allow_all_missing and s.isna().all():
-                raise ValueError(f"column {name!r} has no observed value (all missing); drop it from the data "
-                                 "and the schema")
             if col.is_categorical:
-                bad = _unknown_categories(s, col)
-                if bad:
-                    shown = ", ".join(repr(b) for b in bad[:5])
-                    raise ValueError(f"column {name!r} has values outside the schema's categories: {shown}"
-                                     f"{' ...' if len(bad) > 5 else ''}; add them to the schema's category list "
-                                     "(from public documentation) or recode them")
+                if (_category_codes(s, col) == -2).any():  # a domain check: the message names no value
+                    raise ValueError(f"column {name!r} has values outside the schema's categories; list them with "
+                                     f"df.loc[df[{name!r}].notna() & ~df[{name!r}].isin(schema[{name!r}].categories), "
+                                     f"{name!r}].unique() and add them to the schema's category list (from public "
+                                     "documentation) or recode them")
             else:
                 if not (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)):
                     if s.dropna().map(lambda v: isinstance(v, (int, float, np.number)) and not isinstance(v, bool)).all():
@@ -294,17 +294,17 @@ class Schema:
     def encode(self, df: pd.DataFrame) -> np.ndarray:
         """Integer codes (n × d, int64), MISSING (-1) for missing cells. Numerics are clipped to
         the public bounds before binning (a per-row, data-independent transformation)."""
-        self.validate(df, allow_all_missing=True)
+        self.validate(df, allow_empty=True)
         out = np.empty((len(df), len(self.columns)), dtype=np.int64)
         for j, (name, col) in enumerate(self.columns.items()):
             out[:, j] = _encode_column(df[name], col)
         return out
 
-    def decode(self, codes: np.ndarray, rng: np.random.Generator, dtypes: Mapping[str, Any] | None = None,
+    def decode(self, codes: np.ndarray, rng: np.random.Generator,
                numeric_values: Mapping[str, np.ndarray] | None = None) -> pd.DataFrame:
         """Codes → DataFrame. Numeric bins are de-binned uniformly within the bin (integers for
-        integer columns). ``dtypes`` (the caller's, recorded at fit) are restored where possible;
-        ``numeric_values`` lets a generator hand over numeric columns it produced directly."""
+        integer columns); ``numeric_values`` lets a generator hand over numeric columns it produced
+        directly. Generators cast the result with :func:`cast_to_schema`."""
         codes = np.asarray(codes)
         if codes.ndim != 2 or codes.shape[1] != len(self.columns):
             raise ValueError(f"codes must be n × {len(self.columns)}, got shape {codes.shape}")
@@ -315,15 +315,12 @@ class Schema:
             else:
                 values = None
             data[name] = _decode_column(codes[:, j], col, rng, values)
-        out = pd.DataFrame(data)
-        if dtypes:
-            out = restore_dtypes(out, self, dtypes)
-        return out
+        return pd.DataFrame(data)
 
     def coerce(self, df: pd.DataFrame) -> pd.DataFrame:
         """Return a copy with categorical columns as pandas ``category`` dtype with the schema's
         levels (unused levels kept) and numeric columns as floats/ints."""
-        self.validate(df, allow_all_missing=True)
+        self.validate(df, allow_empty=True)
         out = df.copy()
         for name, col in self.columns.items():
             if col.is_categorical:
@@ -345,12 +342,18 @@ def _json_default(o):
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` atomically: a temporary file in the same folder, then rename."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary file in the same folder, then rename,
+    so a reader never sees a half-written file and a failure leaves the old file in place."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report or a CSV gets the usual permissions
@@ -361,11 +364,11 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
         raise
 
 
-def _check_frame(df) -> None:
+def _check_frame(df, allow_empty: bool = False) -> None:
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"expected a pandas DataFrame, got {type(df).__name__}; "
                         "wrap your data with pd.DataFrame(...)")
-    if df.shape[0] == 0:
+    if df.shape[0] == 0 and not allow_empty:
         raise ValueError("the data frame has no rows; pass the private table with at least one row")
     if df.shape[1] == 0:
         raise ValueError("the data frame has no columns")
@@ -399,14 +402,6 @@ def _category_codes(s: pd.Series, col: Column) -> np.ndarray:
             v = int(v)
         codes[i] = table.get(v, table.get(str(v), -2))
     return codes
-
-
-def _unknown_categories(s: pd.Series, col: Column) -> list:
-    codes = _category_codes(s, col)
-    bad = codes == -2
-    if not bad.any():
-        return []
-    return list(pd.unique(s[bad].astype(object)))
 
 
 def _encode_column(s: pd.Series, col: Column) -> np.ndarray:
@@ -447,30 +442,56 @@ def _decode_column(codes: np.ndarray, col: Column, rng: np.random.Generator, val
     return pd.Series(x)
 
 
-def restore_dtypes(df: pd.DataFrame, schema: Schema, dtypes: Mapping[str, Any]) -> pd.DataFrame:
-    """Cast decoded columns back to the caller's dtypes (recorded at fit time)."""
+def output_dtype(col: Column):
+    """The dtype of a synthetic column, from the public schema only (never from the private data):
+    ``category`` with the schema's categories in schema order for a categorical column, except
+    nullable ``Int64`` when every category is a whole number (codes such as 0/1 stay numbers, as
+    analysts' formulas expect); nullable ``Int64`` for an integer numeric column, ``float64`` (NaN
+    for missing) for a real one.
+
+    >>> output_dtype(Column("age", "numeric", lower=0, upper=99, integer=True))
+    Int64Dtype()
+    >>> str(output_dtype(Column("sex", "categorical", categories=("F", "M"))))
+    'category'
+    """
+    if col.is_categorical:
+        if _integer_categories(col):
+            return pd.Int64Dtype()
+        return pd.CategoricalDtype(list(col.categories), ordered=col.ordered)
+    return pd.Int64Dtype() if col.integer else np.dtype("float64")
+
+
+def _integer_categories(col: Column) -> bool:
+    return all(isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_)) for c in col.categories)
+
+
+def cast_to_schema(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """A copy of ``df`` whose schema columns have :func:`output_dtype`: the same dtypes whatever the
+    private data were (whether any cell was missing, how the caller stored the column), so neither
+    the synthetic data nor a saved generator reveal them. Other columns are left as they are.
+
+    >>> s = Schema.from_dict({"g": {"type": "categorical", "categories": ["b", "a"]},
+    ...                       "x": {"type": "numeric", "lower": 0, "upper": 9, "integer": True}})
+    >>> cast_to_schema(pd.DataFrame({"g": ["a", None], "x": [1.0, 2.0]}), s).dtypes.astype(str).tolist()
+    ['category', 'Int64']
+    """
     out = {}
     for name in df.columns:
-        s, want = df[name], dtypes.get(name)
-        col = schema[name]
-        if want is None or isinstance(want, pd.CategoricalDtype) or str(want) == "category":
+        s = df[name]
+        if name not in schema.columns:
             out[name] = s
-        elif col.is_categorical:
-            vals = s.astype(object).where(s.notna(), None)
-            try:
-                out[name] = vals.astype(want) if not s.isna().any() or _nullable(want) else vals
-            except (TypeError, ValueError):
-                out[name] = vals
-        else:
-            if s.isna().any() and pd.api.types.is_integer_dtype(want) and not _nullable(want):
-                out[name] = s.astype("Int64")
+            continue
+        col = schema[name]
+        if col.is_categorical:
+            codes = _category_codes(s, col)
+            if _integer_categories(col):
+                values = np.asarray(col.categories, dtype=np.int64)[np.maximum(codes, 0)]
+                out[name] = pd.Series(pd.arrays.IntegerArray(values, codes < 0), index=s.index)
             else:
-                try:
-                    out[name] = s.astype(want)
-                except (TypeError, ValueError):
-                    out[name] = s
-    return pd.DataFrame(out)
-
-
-def _nullable(dtype) -> bool:
-    return isinstance(dtype, pd.api.extensions.ExtensionDtype) or str(dtype) == "object"
+                out[name] = pd.Series(pd.Categorical.from_codes(codes, dtype=output_dtype(col)), index=s.index)
+        else:
+            x = pd.to_numeric(s).to_numpy(dtype=float, na_value=np.nan)
+            if col.integer:
+                x = np.floor(x)  # decoded integer columns are whole already; this keeps the cast exact
+            out[name] = pd.Series(x, index=s.index).astype(output_dtype(col))
+    return pd.DataFrame(out, index=df.index)

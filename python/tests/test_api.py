@@ -4,6 +4,7 @@ import pytest
 
 import dpsynth
 from dpsynth.generators.base import Generator
+from dpsynth.schema import output_dtype
 
 
 def test_synthesize_independent(adult):
@@ -14,11 +15,29 @@ def test_synthesize_independent(adult):
     assert res.m == 2
     for d in res.datasets:
         assert list(d.columns) == list(df.columns)
-        assert (d.dtypes == df.dtypes).all()
+        assert [str(t) for t in d.dtypes] == [str(output_dtype(schema[c])) for c in df.columns]
         assert d.notna().all().all()
     assert res.ledger.total_epsilon() <= 1.0 + 1e-9
     again = dpsynth.synthesize(df, schema, "independent", epsilon=1.0, m=2, seed=3)
     pd.testing.assert_frame_equal(res.datasets[1], again.datasets[1])
+
+
+def test_output_dtypes_come_from_the_schema_not_the_private_data(toy):
+    """Issue 16: the synthetic columns copied the private dtypes (age int64 without a private NA,
+    float64 with one; strings as object), so the output revealed whether any private cell was
+    missing. Now every column has the schema's dtype, whatever the private data."""
+    df, schema = toy
+    complete = df.dropna().reset_index(drop=True)
+    variants = [complete.astype({"age": "int64"}), complete.astype({"age": "int64", "sex": object}), df,
+                df.astype({"grp": object})]
+    seen = []
+    for d in variants:
+        gen = dpsynth.IndependentMarginals(1.0).fit(d, schema, seed=1)
+        out = gen.sample(n=20, seed=2).datasets[0]
+        seen.append(out.dtypes.astype(str).tolist())
+        assert not hasattr(gen, "dtypes_")
+        assert list(out["grp"].cat.categories) == ["a", "b", "c"]
+    assert seen == [["category", "category", "Int64"]] * len(variants)
 
 
 @pytest.mark.parametrize("kwargs,err", [
@@ -36,8 +55,8 @@ def test_synthesize_rejects_bad_input_before_work(toy, kwargs, err):
 def test_save_load_draws_without_data(tmp_path, toy):
     df, schema = toy
     gen = dpsynth.IndependentMarginals(1.0).fit(df, schema, seed=1)
-    gen.save(tmp_path / "g.pkl")
-    again = Generator.load(tmp_path / "g.pkl")
+    gen.save(tmp_path / "g.npz")
+    again = Generator.load(tmp_path / "g.npz")
     a, b = gen.sample(n=30, seed=4).datasets[0], again.sample(n=30, seed=4).datasets[0]
     pd.testing.assert_frame_equal(a, b)
     res = gen.sample(n=10, m=3, seed=1)
@@ -87,7 +106,7 @@ def test_cli_help_and_synthesize(tmp_path, toy):
                "independent", "--epsilon", "1", "--m", "2", "--seed", "1", "--out", str(tmp_path / "o"),
                "--quiet"])
     assert rc == 0
-    assert (tmp_path / "o" / "synthetic_2.csv").exists() and (tmp_path / "o" / "generator.pkl").exists()
+    assert (tmp_path / "o" / "synthetic_2.csv").exists() and (tmp_path / "o" / "generator.npz").exists()
     assert main(["synthesize", str(tmp_path / "d.csv"), "--schema", str(tmp_path / "s.json"), "--epsilon",
                  "-1", "--out", str(tmp_path / "o2"), "--method", "independent"]) == 2
 

@@ -3,13 +3,13 @@
 Fast tests use a few hundred to 2,000 rows and one or two epochs; the 8,000-row Adult quality check
 is marked slow (run with ``-m slow``)."""
 import math
-import pickle
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import dpsynth
+from dpsynth.persist import to_bytes
 from dpsynth.generators import columnwise, dpsgd
 from dpsynth.generators.columnwise import ColumnwiseSynth
 from dpsynth.privacy import NoiseSource, PrivacyLedger, distance, record_noise_inputs, sgm_epsilon
@@ -246,10 +246,10 @@ def test_fitted_generator_holds_no_private_rows(tmp_path):
     for name, value in vars(gen).items():
         if isinstance(value, (np.ndarray, pd.DataFrame)):
             assert len(value) != len(df), name
-    blob = pickle.dumps(gen)
+    blob = to_bytes(gen)
     assert len(blob) < 200_000
-    gen.save(tmp_path / "g.pkl")
-    again = ColumnwiseSynth.load(tmp_path / "g.pkl")
+    gen.save(tmp_path / "g.npz")
+    again = ColumnwiseSynth.load(tmp_path / "g.npz")
     a = gen.sample(n=50, seed=4).datasets[0]
     b = again.sample(n=50, seed=4).datasets[0]
     pd.testing.assert_frame_equal(a, b)

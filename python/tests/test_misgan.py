@@ -147,8 +147,8 @@ def test_sample_output_and_mask(tmp_path, toy):
         if isinstance(value, (np.ndarray, pd.DataFrame)):
             assert len(value) != len(df), name
     gen.keep_missing = False
-    gen.save(tmp_path / "g.pkl")
-    again = DPMisGAN.load(tmp_path / "g.pkl")
+    gen.save(tmp_path / "g.npz")
+    again = DPMisGAN.load(tmp_path / "g.npz")
     pd.testing.assert_frame_equal(gen.sample(n=30, seed=5).datasets[0], again.sample(n=30, seed=5).datasets[0])
 
 

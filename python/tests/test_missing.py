@@ -5,6 +5,7 @@ import pytest
 
 import dpsynth
 from dpsynth.missing import PRESETS, CompleteRows, ImputeFirst, ampute
+from dpsynth.schema import cast_to_schema
 from dpsynth.privacy import distance, record_noise_inputs
 
 
@@ -142,7 +143,7 @@ def test_impute_random_spends_nothing_and_completes(toy):
     assert not any(s.startswith("impute") for s in steps)
     assert abs(gen.ledger.total_epsilon() - 1.0) < 1e-9
     out = gen.sample(n=500, seed=3).datasets[0]
-    assert out.notna().all().all() and (out.dtypes == df.dtypes).all()
+    assert out.notna().all().all() and (out.dtypes == cast_to_schema(df, schema).dtypes).all()
 
 
 def test_impute_dp_mean_charges_share_to_the_same_ledger(toy):
@@ -207,3 +208,63 @@ def test_rates_on_all_datasets(name):
             assert abs(rate["MCAR"] - p) < 0.005 and abs(rate["MNAR"] - p) < 0.005
             assert abs(rate["MAR"] - p * (d - d // 2) / d) < 0.01
             assert 0 < rate["MNARQ"] <= p * (d // 2) / d + 0.005
+
+
+# ----------------------------------------------------------------------------- issue 16: complete-row count
+def _one_more_incomplete(df):
+    """D': the first complete row gets a missing age (a replace-one neighbour with one complete row fewer)."""
+    out = df.copy()
+    first = out.index[out.notna().all(axis=1)][0]
+    out.loc[first, "age"] = np.nan
+    return out
+
+
+def test_complete_rows_replace_one_generator_count_is_noisy_and_charged(toy):
+    """Issue 16: around a replace-one generator the number of complete rows was handed on exactly (the
+    generator's n and the default synthetic size: ε = ∞, not in the ledger). Now it is released with a
+    declared 2 % of ε, the generator runs on exactly that many rows, and every spend is add/remove."""
+    df, schema = toy
+    gen = CompleteRows(1.0, generator="privbayes-e").fit(df, schema, seed=1)
+    led = gen.ledger.to_frame()
+    count = led[led["step"] == "number of complete rows"]
+    assert len(count) == 1 and np.isclose(count["epsilon"].iloc[0], 0.02) and count["sensitivity"].iloc[0] == 1
+    assert set(led["relation"]) == {"add-remove"} and gen.ledger.relation == "add-remove"
+    assert np.isclose(gen.ledger.total_epsilon(), 1.0)
+    assert gen.default_n() == gen.table_size_ == gen.generator_.n_  # the noisy count sizes table and output
+    assert gen.sample(seed=2).datasets[0].shape[0] == gen.table_size_
+
+
+def test_complete_rows_public_n_complete_does_not_follow_the_data(toy):
+    df, schema = toy
+    sizes = [CompleteRows(1.0, generator="privbayes", n_complete=120).fit(d, schema, seed=1).default_n()
+             for d in (df, _one_more_incomplete(df))]
+    assert sizes == [120, 120]
+    gen = CompleteRows(1.0, generator="privbayes-e", n_complete=400).fit(df, schema, seed=1)  # padded
+    assert "number of complete rows" not in set(gen.ledger.to_frame()["step"])
+    assert gen.generator_.n_ == 400 and gen.sample(seed=1).datasets[0].notna().all().all()
+    with pytest.raises(ValueError, match="replace-one generators"):
+        CompleteRows(1.0, generator="independent", n_complete=100)
+    with pytest.raises(ValueError, match="count_share"):
+        CompleteRows(1.0, generator="privbayes", count_share=1.5)
+    with pytest.raises(ValueError, match="not both"):
+        CompleteRows(1.0, generator="privbayes", n_complete=10, count_share=0.1)
+
+
+def test_complete_rows_replace_one_generator_is_neighbour_safe_under_add_remove(toy):
+    """The composed release (fixed-size table, replace-one generator) passes the grey-box neighbour
+    check under add/remove of the input, including a row whose missingness changes."""
+    from dpsynth.audit import assert_neighbour_safe
+
+    df, schema = toy
+    make = lambda: CompleteRows(1.0, generator="privbayes-e", n_complete=250)  # noqa: E731
+    row = int(np.flatnonzero(df.notna().all(axis=1).to_numpy())[0])  # a complete row: n_cc moves
+    for r in (0, row):
+        assert_neighbour_safe(make, df, schema, seed=3, row=r)
+
+
+def test_wrapper_refuses_an_unsized_replace_one_composition(toy):
+    df, schema = toy
+    gen = CompleteRows(1.0, generator="privbayes", n_complete=50)
+    gen._fit = lambda codes, data, source: gen._fit_inner(data, gen.epsilon, source)  # size not fixed
+    with pytest.raises(RuntimeError, match="public or released size"):
+        gen.fit(df, schema, seed=1)

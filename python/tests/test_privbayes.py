@@ -1,13 +1,13 @@
 """PrivBayes / PrivBayesE: privacy (neighbours, score sensitivities), structure, sampling."""
 import itertools
 import math
-import pickle
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import dpsynth
+from dpsynth.persist import to_bytes
 from dpsynth.generators.privbayes import (PrivBayes, _EncodedRows, _maximal_parent_sets,
                                           _mi_score, _r_score)
 from dpsynth.privacy import distance, record_noise_inputs
@@ -134,7 +134,7 @@ def test_fit_sample_and_ledger(toy, mode):
     assert (frame["step"].str.startswith("structure round")).sum() == 2
     assert (frame["step"].str.startswith("table")).sum() == 3
     # the fitted generator holds no private rows
-    blob = pickle.dumps(gen)
+    blob = to_bytes(gen)
     assert len(blob) < 20_000
     assert not any(isinstance(v, np.ndarray) and v.shape[:1] == (len(df),) for v in vars(gen).values())
 

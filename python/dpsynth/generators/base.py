@@ -3,7 +3,8 @@
 ``Gen(epsilon, delta=None, **options)`` keeps parameters only; ``fit(df, schema, seed=None)``
 validates the data against the public schema, opens a fresh :class:`PrivacyLedger` with the budget,
 encodes the rows and calls the subclass's ``_fit``; ``sample(n=None, m=1, seed=None)`` returns a
-:class:`SynthResult` of m DataFrames with the input's columns and dtypes. A fitted generator holds
+:class:`SynthResult` of m DataFrames with the input's columns, each in the dtype the public schema
+gives it (:func:`dpsynth.schema.output_dtype`), whatever the private data. A fitted generator holds
 only released (noisy) quantities, so it can be saved and used later without the private data.
 
 Subclasses set ``method``, ``relation`` (the neighbouring relation their guarantee uses) and
@@ -13,9 +14,6 @@ from __future__ import annotations
 
 import numbers
 import os
-import pickle
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -23,7 +21,8 @@ import pandas as pd
 from ..progress import progress
 from ..privacy import NoiseSource, PrivacyLedger, check_delta, check_epsilon, check_seed
 from ..result import SynthResult
-from ..schema import Schema
+from ..persist import load_object, to_bytes
+from ..schema import Schema, atomic_write_bytes, cast_to_schema
 
 
 class Generator:
@@ -43,15 +42,19 @@ class Generator:
     # ------------------------------------------------------------------ fitting
     def fit(self, df: pd.DataFrame, schema: Schema, seed: int | None = None) -> "Generator":
         """Learn the generator's released parameters from ``df`` (never modified) under ``schema``."""
+        return self._fit_frame(df, schema, seed, allow_empty=False)
+
+    def _fit_frame(self, df, schema, seed, allow_empty: bool) -> "Generator":
+        """``fit``; a missing-data strategy passes ``allow_empty=True`` for its subset of the rows,
+        which may be empty (the strategy must not reveal that by an error)."""
         if not isinstance(schema, Schema):
             raise TypeError(f"schema must be a dpsynth.Schema (e.g. Schema.from_json(path)), got {type(schema).__name__}")
         seed = check_seed(seed)
-        schema.validate(df)
+        schema.validate(df, allow_empty=allow_empty)
         if self.needs_bounds:
             schema.require_bounds()
         self.schema_ = schema
         self.columns_ = [str(c) for c in df.columns]
-        self.dtypes_ = {str(c): df[c].dtype for c in df.columns}
         self.ledger = PrivacyLedger(self.epsilon, self.delta or 0.0)
         if schema.data_derived:
             self.ledger.flag("schema read from the private data (Schema.from_dataframe): domains are not private")
@@ -92,35 +95,36 @@ class Generator:
         raise NotImplementedError
 
     def _finish(self, frame: pd.DataFrame) -> pd.DataFrame:
-        from ..schema import restore_dtypes
-
-        frame = frame[self.columns_]
-        return restore_dtypes(frame, self.schema_, self.dtypes_)
+        """The caller's column order, each column in the schema's output dtype (never the private one)."""
+        return cast_to_schema(frame[self.columns_], self.schema_)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> None:
-        """Pickle the fitted generator atomically (it holds only released quantities)."""
+        """Write the fitted generator atomically as data only (:mod:`dpsynth.persist`: JSON structure
+        plus numeric arrays in one ``.npz``, no pickle). It holds only released quantities.
+
+        >>> import dpsynth, tempfile, os
+        >>> df, schema = dpsynth.load_dataset("adult")
+        >>> gen = dpsynth.IndependentMarginals(1.0).fit(df, schema, seed=1)
+        >>> path = os.path.join(tempfile.mkdtemp(), "gen.npz")
+        >>> gen.save(path)
+        >>> Generator.load(path).sample(n=5, seed=2).datasets[0].equals(gen.sample(n=5, seed=2).datasets[0])
+        True
+        """
         if not getattr(self, "fitted_", False):
             raise ValueError("only a fitted generator can be saved")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(self, fh)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write_bytes(path, to_bytes(self))
 
-    @staticmethod
-    def load(path: str | os.PathLike) -> "Generator":
-        """Load a generator saved by :meth:`save` (pickle: only load files you trust)."""
-        with open(path, "rb") as fh:
-            gen = pickle.load(fh)
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Generator":
+        """Load a generator written by :meth:`save`. Nothing in the file is executed: only whitelisted
+        classes (dpsynth's, torch nn modules) are rebuilt from their saved attributes; anything else
+        raises ValueError."""
+        gen = load_object(path)
         if not isinstance(gen, Generator):
-            raise TypeError(f"{path} does not hold a dpsynth generator")
+            raise ValueError(f"{path} does not hold a dpsynth generator")
+        if not isinstance(gen, cls):
+            raise ValueError(f"{path} holds a {type(gen).__name__}, not a {cls.__name__}")
         return gen
 
     def __repr__(self) -> str:

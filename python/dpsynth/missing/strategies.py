@@ -19,8 +19,9 @@ sequentially with it (ε_total = ε_impute + ε_generator). This is why imputati
 released with DP *before* the generator runs: an imputation computed from the raw data is not
 row-wise, and its stability is m_A + 1 (the paper's Lemma 4.2; the artifact's non-private
 ``random``/``ml`` imputations and its mean imputation with sensitivity max|x| are not reproduced).
-A generator whose guarantee is for replace-one neighbours does not carry over through
-:class:`CompleteRows` (a replaced row can enter or leave the complete rows): the wrapper warns.
+A replace-one generator's guarantee does not carry over through :class:`CompleteRows` as such (a
+replaced row can enter or leave the complete rows, so their number is private): the wrapper first
+fixes a public or noisy table size and runs the generator on exactly that many rows (see the class).
 
 DP mean of a numeric column with public bounds [L, U] and midpoint μ₀ (add/remove): the observed-cell
 count n_j gets discrete Laplace noise (sensitivity 1) and the centred clipped sum
@@ -43,15 +44,15 @@ Example
 from __future__ import annotations
 
 import numbers
-import warnings
 
 import numpy as np
 import pandas as pd
 
-from ..generators.base import Generator
+from ..generators.base import Generator, check_count
 from ..privacy import laplace_counts, laplace_values
 
 IMPUTATIONS = ("random", "dp-mean")
+COUNT_SHARE = 0.02  # CompleteRows around a replace-one generator: share of ε for the noisy complete-row count
 
 
 def _resolve(generator):
@@ -95,15 +96,28 @@ class _GeneratorWrapper(Generator):
         self.method = f"{self.strategy}:{name}"
         super().__init__(epsilon, delta)
 
-    def _fit_inner(self, frame: pd.DataFrame, epsilon: float, source) -> None:
+    def _fit_inner(self, frame: pd.DataFrame, epsilon: float, source, n_public: int | None = None) -> None:
         """Fit the wrapped generator on ``frame`` with budget ``epsilon`` (and the full δ), then move
-        its spends into this wrapper's ledger and make both share that ledger."""
+        its spends into this wrapper's ledger and make both share that ledger.
+
+        The composition is checked: a replace-one generator under an add/remove wrapper must get a
+        table whose size ``n_public`` is public or released (see :class:`CompleteRows`); its spends
+        are then recorded under the wrapper's relation, the one relation of the whole release."""
         inner = self._inner_cls(epsilon, self.delta, **self.generator_options)
+        composed = inner.relation != self.relation
+        if composed and not (inner.relation == "replace-one" and self.relation == "add-remove"
+                             and n_public is not None and len(frame) == n_public):
+            raise RuntimeError(f"{self.method}: a {inner.relation} generator cannot run under a {self.relation} "
+                               "wrapper unless its table has a public or released size")
         seed = None if source.exact_os_entropy else int(source.numpy.integers(0, 2**31 - 1))
-        inner.fit(frame, self.schema_, seed=seed)
+        inner._fit_frame(frame, self.schema_, seed, allow_empty=True)
+        note = (f" [{inner.relation} spend on a table of exactly {n_public} rows (public/released size); "
+                f"{self.relation} neighbours of the input give {inner.relation} neighbours of that table]"
+                if composed else "")
         for s in inner.ledger.spends:
             self.ledger.spend(s.step, s.mechanism, epsilon=s.epsilon if s.rho is None else None, delta=s.delta,
-                              rho=s.rho, sensitivity=s.sensitivity, relation=s.relation, norm=s.norm, note=s.note)
+                              rho=s.rho, sensitivity=s.sensitivity, relation=self.relation, norm=s.norm,
+                              note=s.note + note, attributes=s.attributes)
         for f in inner.ledger.flags:
             self.ledger.flag(f)
         inner.ledger = self.ledger
@@ -117,32 +131,94 @@ class _GeneratorWrapper(Generator):
 class CompleteRows(_GeneratorWrapper):
     """Fit ``generator`` on the complete rows only (the paper's "complete row only" baseline).
 
-    The wrapped generator gets the whole budget; the synthetic size is its released n (about the
-    number of complete rows). ``options`` go to the wrapped generator.
+    The wrapper's guarantee is for **add/remove** neighbours: a replaced row can enter or leave the
+    complete rows, so their number n_cc is private. An add/remove generator (``independent``,
+    ``napsu-mq``, ``dp-misgan``, ``kamino``) gets the whole budget and releases its own noisy n.
+    A replace-one generator (``privbayes``, ``privbayes-e``, ``pmse``) needs a public table size,
+    so the wrapper fixes it first:
+
+    * ``n_complete=K`` (public: the caller vouches that K was not computed from the private data,
+      e.g. the documented size of a release) costs nothing; or by default
+    * ``count_share`` of ε (default 0.02, as PrivBayes's own count) releases
+      K = max(n_cc + discrete Laplace(1/ε_n), 1), charged to the ledger (add/remove, sensitivity 1).
+
+    The wrapped generator then runs on exactly K rows: a uniformly random K-subset of the complete
+    rows if there are more, else all of them plus K − n_cc rows drawn uniformly from the public
+    domain (no private value). Adding or removing one input row changes that table in at most one
+    row (subsampling and padding are couplings), so each replace-one spend holds under add/remove
+    of the input; the ledger records every spend with the one relation ``add-remove``. The default
+    synthetic size is K. ``options`` go to the wrapped generator.
 
     >>> import dpsynth
     >>> df, schema = dpsynth.load_dataset("adult")
     >>> gen = CompleteRows(1.0, generator="independent").fit(df, schema, seed=1)
     >>> 29000 < gen.default_n() < 31500   # about the 30,162 complete rows
     True
+    >>> gen = CompleteRows(1.0, generator="privbayes", n_complete=30000).fit(df, schema, seed=1)
+    >>> gen.default_n(), gen.ledger.relation
+    (30000, 'add-remove')
     """
 
     strategy = "complete-rows"
 
-    def __init__(self, epsilon: float, delta: float | None = None, generator="independent", **options):
+    def __init__(self, epsilon: float, delta: float | None = None, generator="independent",
+                 n_complete: int | None = None, count_share: float | None = None, **options):
         super().__init__(epsilon, delta, generator, **options)
-        if self.relation != "add-remove":
-            warnings.warn(f"{self.method}: the wrapped generator's guarantee is for replace-one neighbours, which "
-                          "does not carry over to the complete rows (a replaced row can enter or leave them); "
-                          "prefer an add/remove generator", UserWarning, stacklevel=2)
+        inner_relation = self.relation
         self.relation = "add-remove"
+        if inner_relation == "add-remove":
+            if n_complete is not None or count_share is not None:
+                raise ValueError(f"{self.method}: the wrapped generator releases its own noisy n under add/remove; "
+                                 "n_complete and count_share are for replace-one generators (privbayes, pmse)")
+        else:
+            self.needs_bounds = True  # padding rows are drawn from the public domain
+            if n_complete is not None and count_share is not None:
+                raise ValueError("give n_complete (public) or count_share (share of ε for a noisy count), not both")
+            if n_complete is not None:
+                n_complete = check_count(n_complete, "n_complete")
+            elif count_share is None:
+                count_share = COUNT_SHARE
+            if count_share is not None:
+                if isinstance(count_share, bool) or not isinstance(count_share, numbers.Real) \
+                        or not 0 < count_share < 1:
+                    raise ValueError(f"count_share must be a share of ε in (0, 1), e.g. {COUNT_SHARE}; "
+                                     f"got {count_share!r}")
+                count_share = float(count_share)
+        self.n_complete = n_complete
+        self.count_share = count_share
 
     def _fit(self, codes, data, source):
         complete = data[(codes >= 0).all(axis=1)]
-        if len(complete) == 0:
-            raise ValueError("no row is complete; the complete-rows strategy has nothing to learn from "
-                             "(use ImputeFirst or a generator that handles missing cells)")
-        self._fit_inner(complete, self.epsilon, source)
+        if self._inner_cls.relation == "add-remove":
+            self._fit_inner(complete, self.epsilon, source)
+            return
+        eps = self.epsilon
+        size = self.n_complete
+        if size is None:
+            eps_n = self.count_share * eps
+            noisy = laplace_counts(np.array([len(complete)], dtype=np.int64), epsilon=eps_n, sensitivity=1,
+                                   ledger=self.ledger, source=source, step="number of complete rows",
+                                   relation=self.relation, attributes=self.schema_.names,
+                                   note="sizes the wrapped replace-one generator's table and the synthetic data")
+            eps -= eps_n
+            size = max(int(noisy[0]), 1)  # post-processing of the released count; never an error
+        self.table_size_ = size
+        table = _fixed_size(complete, size, self.schema_, source.spawn())
+        self._fit_inner(table, eps, source, n_public=size)
+
+
+def _fixed_size(rows: pd.DataFrame, size: int, schema, rng) -> pd.DataFrame:
+    """Exactly ``size`` rows: a uniformly random subset of ``rows`` if there are more, else all of
+    them followed by rows drawn uniformly from the public domain (see :class:`CompleteRows`)."""
+    if len(rows) >= size:
+        keep = np.sort(rng.choice(len(rows), size=size, replace=False))
+        return rows.iloc[keep].reset_index(drop=True)
+    # draw ``size`` candidate rows whatever the number needed, so that one row more or less among
+    # ``rows`` changes the padding by one row (the coupling of the privacy argument, also under a seed)
+    pad = pd.DataFrame({name: _uniform_draws(schema[name], size, rng) for name in schema.names})
+    pad = schema.coerce(pad.iloc[:size - len(rows)])
+    out = pd.concat([schema.coerce(rows.reset_index(drop=True)), pad], ignore_index=True)
+    return out[list(rows.columns)]
 
 
 class ImputeFirst(_GeneratorWrapper):

@@ -123,3 +123,19 @@ test_that("unsupported columns give a clear error", {
   expect_error(r_to_pandas(data.frame(z = complex(real = 1, imaginary = 1))), "cannot send")
   expect_error(r_to_pandas(list(a = 1)), "data.frame")
 })
+
+test_that("synthetic columns in the schema's dtypes (Int64, category, float64) come back with NA", {
+  skip_if_no_pandas()
+  dp <- dpsynthr:::dp_py()
+  schema <- dp$Schema$from_dict(list(
+    g = list(type = "categorical", categories = list("b", "a")),
+    n = list(type = "numeric", lower = 0, upper = 9, integer = TRUE),
+    x = list(type = "numeric", lower = 0, upper = 1)))
+  raw <- r_to_pandas(data.frame(g = c("a", NA, "b"), n = c(1, NA, 3), x = c(0.5, NA, 1)))
+  pdf <- reticulate::import("dpsynth.schema", convert = FALSE)$cast_to_schema(raw, schema)
+  expect_equal(py_str(pdf$n$dtype), "Int64")
+  out <- pandas_to_r(pdf)
+  expect_identical(out$g, factor(c("a", NA, "b"), levels = c("b", "a")))
+  expect_identical(out$n, c(1L, NA, 3L))
+  expect_identical(out$x, c(0.5, NA, 1))
+})
