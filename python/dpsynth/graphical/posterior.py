@@ -200,6 +200,7 @@ class HMCResult(_ChainSummary):
     rhat: np.ndarray = field(repr=False)
     ess_bulk: np.ndarray = field(repr=False)
     metric: torch.Tensor = field(repr=False, default=None)  # adapted covariance (inverse mass matrix)
+    second_stage_accept: float = float("nan")  # delayed acceptance: share of first-stage passes kept
 
 
 def _shrunk_covariance(x: np.ndarray) -> np.ndarray:
@@ -233,7 +234,7 @@ def _warmup_windows(warmup: int) -> list[int]:
 def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = None, warmup: int = 300,
         draws: int = 200, target_accept: float = 0.8, path_length: float = 0.5 * math.pi, jitter: float = 0.5,
         max_leapfrog: int = 64, rng: np.random.Generator | None = None,
-        step_size: float | None = None) -> HMCResult:
+        step_size: float | None = None, surrogate: Callable | None = None) -> HMCResult:
     """Hamiltonian Monte Carlo (Neal 2011) with a dense mass matrix adapted in warm-up, for a
     batch of chains that start at the rows of ``init`` (chains, dim) and advance together (one
     batched value-and-gradient per leapfrog step).
@@ -247,6 +248,15 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     position no longer correlates with its start) times a uniform jitter of ±``jitter``, so that
     no fixed period can lock in. Non-finite log densities reject the proposal (a divergence).
     ``step_size`` starts (or, with ``warmup=0``, fixes) the step size.
+
+    ``surrogate``: delayed acceptance (Christen & Fox 2005; Banterle et al. 2019). ``surrogate(c)``
+    returns a cheap log-density that approximates ``log_prob`` near the point c; the trajectories
+    follow its gradient and are accepted first with its energy, and a proposal that passes is
+    accepted again with probability min(1, w(x')/w(x)), w = exp(log_prob − surrogate). The first
+    stage is a reversible kernel for the surrogate density, so the two stages together leave
+    ``log_prob`` invariant exactly; ``log_prob`` is evaluated once per iteration and never
+    differentiated. The surrogate is rebuilt at the mean of the draws at the end of every warm-up
+    window and fixed while sampling.
     """
     t0 = time.perf_counter()
     rng = rng if rng is not None else np.random.default_rng(0)
@@ -258,13 +268,22 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     def normal(shape):
         return torch.as_tensor(rng.standard_normal(shape), dtype=DTYPE)
 
+    guide = surrogate(x.mean(0)) if surrogate is not None else log_prob
+
     def u_and_grad(xx):
-        lp, g = _value_and_grad(log_prob, xx)
+        lp, g = _value_and_grad(guide, xx)
         u = -lp
         u[~torch.isfinite(u)] = math.inf
         return u, -g
 
+    def exact(xx):
+        with torch.no_grad():
+            lp = log_prob(xx)
+        return torch.where(torch.isfinite(lp), lp, torch.full_like(lp, -math.inf))
+
     u, gx = u_and_grad(x)
+    lp_x = exact(x) if surrogate is not None else None
+    second_stage = []
     n_grad = 1
     windows = _warmup_windows(warmup) if warmup > 0 else []
     window_start = int(0.15 * warmup) if warmup > 0 else 0
@@ -301,6 +320,17 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
             divergences += int((dh < -1000).sum())
         acc_prob = torch.exp(torch.clamp(dh, max=0.0))
         accept = torch.as_tensor(rng.random(chains), dtype=DTYPE) < acc_prob
+        if surrogate is not None:  # second stage: correct the surrogate to the exact density
+            lp_n = torch.full_like(u, -math.inf)
+            if bool(accept.any()):
+                lp_n[accept] = exact(xn[accept])
+            log_w = (lp_n + un) - (lp_x + u)  # (log p − log q)(x') − (log p − log q)(x); u = −log q
+            log_w = torch.where(torch.isfinite(log_w), log_w, torch.full_like(log_w, -math.inf))
+            second = torch.as_tensor(rng.random(chains), dtype=DTYPE) < torch.exp(torch.clamp(log_w, max=0.0))
+            if bool(accept.any()):
+                second_stage.append(float(second[accept].float().mean()))
+            accept = accept & second
+            lp_x = torch.where(accept, lp_n, lp_x)
         x = torch.where(accept[:, None], xn, x)
         u = torch.where(accept, un, u)
         gx = torch.where(accept[:, None], gn, gx)
@@ -318,6 +348,9 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
                 pooled = torch.cat(window_draws).numpy()
                 metric = torch.as_tensor(_shrunk_covariance(pooled), dtype=DTYPE)
                 chol = torch.linalg.cholesky(metric)
+                if surrogate is not None:
+                    guide = surrogate(torch.as_tensor(pooled.mean(0), dtype=DTYPE))
+                    u, gx = u_and_grad(x)
                 windows.pop(0)
                 window_draws = []
                 step = math.exp(da["log_bar"])
@@ -332,7 +365,8 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     arr = samples.numpy()
     return HMCResult(samples, float(np.mean(acc_kept)) if acc_kept else float("nan"), step,
                      float(np.mean(n_lf_kept)) if n_lf_kept else float("nan"), n_grad, divergences,
-                     time.perf_counter() - t0, split_rhat(arr), ess_bulk(arr), metric)
+                     time.perf_counter() - t0, split_rhat(arr), ess_bulk(arr), metric,
+                     float(np.mean(second_stage)) if second_stage else float("nan"))
 
 
 # ---------------------------------------------------------------------- elliptical slice sampling
