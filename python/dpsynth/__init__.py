@@ -29,6 +29,7 @@ _LAZY = {
     "fit_pooled": "dpsynth.inference",
     "compare_fit": "dpsynth.inference",
     "UncongenialAnalysisWarning": "dpsynth.analyses",
+    "PosteriorNotMixedWarning": "dpsynth.graphical.posterior",
 }
 
 

@@ -464,3 +464,74 @@ def test_napsu_is_noise_aware_so_pooling_does_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error", NotNoiseAwareWarning)
         dpsynth.fit_pooled(res, "y ~ x", rule="synthetic")
+
+
+# ---------------------------------------------------------------------- analyses= (congenial queries)
+def _interaction_data(n=3000, seed=5):
+    rng = np.random.default_rng(seed)
+    a, b, z = rng.integers(0, 2, n), rng.integers(0, 3, n), rng.integers(0, 2, n)
+    eta = -0.5 + 0.8 * a + 0.4 * b - 1.2 * a * (b == 2)
+    y = (rng.random(n) < 1 / (1 + np.exp(-eta))).astype(int)
+    df = pd.DataFrame({"a": a, "b": b, "z": z, "y": y}).astype(str)
+    schema = dpsynth.Schema.from_dict({"a": {"type": "categorical", "categories": ["0", "1"]},
+                                       "b": {"type": "categorical", "categories": ["0", "1", "2"]},
+                                       "z": {"type": "categorical", "categories": ["0", "1"]},
+                                       "y": {"type": "categorical", "categories": ["0", "1"]}})
+    return df, schema
+
+
+FAST = dict(mcmc_chains=4, mcmc_warmup=60, mcmc_draws=40)
+
+
+def test_analyses_fix_the_cliques_and_spend_nothing_on_selection():
+    df, schema = _interaction_data()
+    gen = NAPSUMQ(1.0, 1e-6, analyses=["y ~ a * b + z"], **FAST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpsynth.PosteriorNotMixedWarning)
+        gen.fit(df, schema, seed=1)
+    frame = gen.ledger.to_frame()
+    assert frame["step"].tolist() == ["NAPSU-MQ: marginals"]  # every column covered: no selection
+    assert frame["rho"].sum() == pytest.approx(cdp_rho(1.0, 1e-6), rel=1e-12)
+    assert gen.rho_split_.selection == 0 and gen.rho_split_.one_way == 0
+    assert any(set(q) == {"a", "b", "y"} for q in gen.selected_queries_)
+    assert any(set(q) == {"y", "z"} for q in gen.selected_queries_)
+    # a column outside the analyses joins through MST paid from selection_share
+    gen2 = NAPSUMQ(1.0, 1e-6, analyses=["y ~ a"], selection_share=0.2, **FAST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpsynth.PosteriorNotMixedWarning)
+        gen2.fit(df, schema, seed=1)
+    f2 = gen2.ledger.to_frame()
+    rho = cdp_rho(1.0, 1e-6)
+    assert f2.loc[f2["step"] == "NAPSU-MQ: marginals", "rho"].sum() == pytest.approx(0.8 * rho)
+    assert f2.loc[f2["step"].str.contains("edge"), "rho"].sum() == pytest.approx(0.1 * rho)
+    assert any(set(q) == {"a", "y"} for q in gen2.selected_queries_)
+
+
+def test_unmeasured_interaction_warns_unless_named_in_analyses():
+    """The default MST path measures 2-way tables only: an analysis with an a:b interaction on y is
+    uncongenial and fit_pooled says so; naming it in analyses= measures (y, a, b) and it does not."""
+    from dpsynth.analyses import UncongenialAnalysisWarning
+
+    df, schema = _interaction_data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpsynth.PosteriorNotMixedWarning)
+        plain = dpsynth.synthesize(df, schema, "napsu-mq", epsilon=1.0, delta=1e-6, m=3, seed=1, **FAST)
+        named = dpsynth.synthesize(df, schema, "napsu-mq", epsilon=1.0, delta=1e-6, m=3, seed=1,
+                                   analyses=["y ~ a * b"], **FAST)
+    assert plain.queries is not None and named.analyses == ["y ~ a * b"]
+    with pytest.warns(UncongenialAnalysisWarning, match="a"):
+        dpsynth.fit_pooled(plain, "y ~ C(a) * C(b)", family="binomial")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncongenialAnalysisWarning)
+        warnings.simplefilter("ignore", dpsynth.PosteriorNotMixedWarning)
+        dpsynth.fit_pooled(named, "y ~ C(a) * C(b)", family="binomial")
+
+
+def test_count_groups_follow_the_released_totals():
+    from dpsynth.generators.napsu import count_groups
+    from dpsynth.generators.mst import Measurement
+
+    complete = [Measurement(("a",), np.array([600.0, 400.0]), 4.0), Measurement(("a", "b"), np.array([[300.0, 301], [200, 198]]), 4.0)]
+    assert count_groups(complete) == [0, 0]
+    holes = complete + [Measurement(("c",), np.array([300.0, 350.0]), 4.0)]
+    assert count_groups(holes) == [0, 0, 1]

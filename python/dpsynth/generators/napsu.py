@@ -85,7 +85,8 @@ import torch
 
 from ..graphical import Domain, MaxEntModel
 from ..graphical.noise_aware import NoiseAwareLikelihood, split_rho
-from ..graphical.posterior import elliptical_slice, ess_bulk, hmc, laplace_approximation, split_rhat
+from ..graphical.posterior import (PosteriorNotMixedWarning, elliptical_slice, ess_bulk, hmc, laplace_approximation,
+                                  split_rhat)
 from ..privacy import cdp_rho
 from ..schema import MISSING
 from .base import Generator, check_count
@@ -100,11 +101,6 @@ PRIOR_SD = 2.5
 #: chains start at N(mode, INIT_SCALE² F⁻¹): spread out, yet inside the region where the frozen-V
 #: surrogate of delayed acceptance is close to the exact density
 INIT_SCALE = 0.3
-
-
-class PosteriorNotMixedWarning(UserWarning):
-    """The NAPSU-MQ posterior sampler did not reach its R̂ / ESS targets: the spread of the
-    synthetic datasets may misstate the posterior, and pooled intervals may be off."""
 
 
 class PosteriorNotMixedError(RuntimeError):

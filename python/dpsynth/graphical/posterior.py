@@ -35,6 +35,11 @@ import torch
 DTYPE = torch.float64
 
 
+class PosteriorNotMixedWarning(UserWarning):
+    """A posterior sampler did not reach its R̂ / ESS targets: draws (and the synthetic datasets made
+    from them) may misstate the posterior's spread, and pooled intervals may be off."""
+
+
 class ConvergenceError(RuntimeError):
     """The posterior mode could not be found after the allowed restarts."""
 

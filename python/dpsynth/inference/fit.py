@@ -604,6 +604,14 @@ def fit_pooled(data, formula: str, family="gaussian", rule: str = "synthetic", *
                       "rule assumes each dataset comes from its own posterior draw, so its intervals ignore "
                       "the DP noise and b may barely exceed ū (tiny df, huge intervals). Use a noise-aware "
                       "generator (method='napsu-mq') for valid intervals.", NotNoiseAwareWarning, stacklevel=2)
+    diag = getattr(data, "diagnostics", None)
+    if isinstance(diag, dict) and diag.get("mixed") is False:
+        from ..graphical.posterior import PosteriorNotMixedWarning
+
+        warnings.warn(f"the posterior sampler behind these {data.m} datasets did not mix (split R-hat of the cells "
+                      f"{diag.get('rhat_max_cells', float('nan')):.3f}, bulk ESS {diag.get('ess_bulk_min_cells', float('nan')):.0f}): "
+                      "the between-dataset variance b, and so the pooled intervals, may be off",
+                      PosteriorNotMixedWarning, stacklevel=2)
     flat, shape = _frames_of(data, rule)
     frames = [f for _, f in flat]
     congeniality = _check_congeniality(data, formula, frames[0].columns)

@@ -1,0 +1,126 @@
+"""NAPSU-MQ validity benchmark (issue "Valid by default"): coverage, interval width, mixing and time.
+
+- Adult, the paper's 10 discretised columns (Räisä et al. 2023, Sec. 5.2; complete rows, n = 30,162),
+  ``analyses=["income ~ age + race + sex"]`` and otherwise default settings, δ = n⁻², m = 20: coverage
+  of the real-data coefficients of the logistic regression income ~ age (bin midpoint) + race (White
+  baseline) + sex by the pooled 95 % intervals (rule "synthetic"), median ratio of their widths to
+  the real-data Wald intervals, max split R̂ and min bulk ESS of the released cells' probabilities,
+  seconds per fit + 20 datasets.
+- Toy (Sec. 5.1): n = 2000, y ~ Bernoulli(expit(x1)), the 3-way marginal, coverage of (1, 0).
+- A linear model on a second dataset: Adult's hours-per-week bin midpoint ~ age + sex, on the same
+  10-column discretisation, with ``analyses=["hours-per-week ~ age + sex"]``.
+
+Usage: python bench/napsu_validity.py [--reps 20] [--eps 0.5 1] [--toy-reps 50] [--lm-reps 10]
+Prints one JSON object on its last line. Timings are wall-clock on the machine that runs it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+
+import dpsynth
+from dpsynth.generators.napsu import NAPSUMQ, adult_reduced
+
+ANALYSIS = "income ~ age + race + sex"
+FORMULA = "income ~ agemid + C(race, Treatment('White')) + C(sex, Treatment('Female'))"
+LM_ANALYSIS = "hours-per-week ~ age + sex"
+LM_FORMULA = "hours ~ agemid + C(sex, Treatment('Female'))"
+TOY_SCHEMA = dpsynth.Schema.from_dict({c: {"type": "categorical", "categories": [0, 1]} for c in ["x1", "x2", "y"]})
+
+
+def numeric_midpoints(frame: pd.DataFrame) -> pd.DataFrame:
+    """Bin midpoints of the discretised age and hours as numbers (the paper's coding of age)."""
+    return frame.assign(agemid=frame["age"].astype(str).astype(float),
+                        hours=frame["hours-per-week"].astype(str).astype(float))
+
+
+def pooled(frames, formula, family, rule="synthetic") -> pd.DataFrame:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return dpsynth.fit_pooled([numeric_midpoints(f) for f in frames], formula, family=family,
+                                  rule=rule).to_frame().set_index("term")
+
+
+def study(d, s, analysis, formula, family, eps, reps, seed0=0):
+    real_tab = pooled([d, d], formula, family, rule="mi")
+    real, real_width = real_tab["estimate"], 2 * 1.959964 * np.sqrt(real_tab["ubar"])
+    cover, ratio, seconds, rhat, ess, mixed = [], [], [], [], [], []
+    for r in range(reps):
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gen = NAPSUMQ(eps, 1 / len(d) ** 2, analyses=[analysis]).fit(d, s, seed=seed0 + r)
+            res = gen.sample(m=20, seed=seed0 + r + 1)
+        seconds.append(time.perf_counter() - t0)
+        tab = pooled(res.datasets, formula, family).reindex(real.index)
+        cover.append(((tab["conf.low"] <= real) & (real <= tab["conf.high"])).to_numpy())
+        ratio.append(((tab["conf.high"] - tab["conf.low"]) / real_width).to_numpy())
+        diag = gen.diagnostics_
+        rhat.append(diag.get("rhat_max_cells", np.nan))
+        ess.append(diag.get("ess_bulk_min_cells", np.nan))
+        mixed.append(bool(diag.get("mixed", False)))
+        print(f"  eps {eps} rep {r}: covered {int(cover[-1].sum())}/{len(real)}, R-hat {rhat[-1]:.3f}, "
+              f"ESS {ess[-1]:.0f}, {seconds[-1]:.0f} s", flush=True)
+    return {"epsilon": eps, "reps": reps, "coverage": round(float(np.mean(cover)), 3),
+            "coverage_by_term": dict(zip(real.index, np.round(np.mean(cover, axis=0), 3).tolist())),
+            "median_width_ratio": round(float(np.median(ratio)), 3),
+            "median_width_ratio_by_term": dict(zip(real.index, np.round(np.median(ratio, axis=0), 2).tolist())),
+            "max_rhat_cells": round(float(np.nanmax(rhat)), 4), "median_rhat_cells": round(float(np.nanmedian(rhat)), 4),
+            "min_ess_cells": round(float(np.nanmin(ess)), 1), "median_ess_cells": round(float(np.nanmedian(ess)), 1),
+            "share_mixed": round(float(np.mean(mixed)), 3),
+            "median_seconds_fit_plus_20": round(float(np.median(seconds)), 1)}
+
+
+def toy(eps, reps):
+    cover, seconds, rhat = [], [], []
+    for r in range(reps):
+        rng = np.random.default_rng(50_000 + r)
+        x1, x2 = rng.integers(0, 2, 2000), rng.integers(0, 2, 2000)
+        y = (rng.random(2000) < 1 / (1 + np.exp(-x1))).astype(int)
+        df = pd.DataFrame({"x1": x1, "x2": x2, "y": y})
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gen = NAPSUMQ(eps, 1 / 2000 ** 2, queries=[("x1", "x2", "y")]).fit(df, TOY_SCHEMA, seed=r)
+            res = gen.sample(m=20, seed=r + 1)
+            tab = dpsynth.fit_pooled(res.datasets, "y ~ x1 + x2 - 1", family="binomial").to_frame().set_index("term")
+        seconds.append(time.perf_counter() - t0)
+        tab = tab.loc[["x1", "x2"]]
+        truth = np.array([1.0, 0.0])
+        cover.append(((tab["conf.low"] <= truth) & (truth <= tab["conf.high"])).to_numpy())
+        rhat.append(gen.diagnostics_.get("rhat_max_cells", np.nan))
+    return {"epsilon": eps, "reps": reps, "coverage": round(float(np.mean(cover)), 3),
+            "coverage_by_term": np.round(np.mean(cover, axis=0), 3).tolist(),
+            "max_rhat_cells": round(float(np.nanmax(rhat)), 4),
+            "median_seconds_fit_plus_20": round(float(np.median(seconds)), 2)}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--eps", type=float, nargs="+", default=[0.5, 1.0])
+    ap.add_argument("--toy-reps", type=int, default=50)
+    ap.add_argument("--lm-reps", type=int, default=10)
+    args = ap.parse_args(argv)
+    df, schema = dpsynth.load_dataset("adult")
+    d, s = adult_reduced(df, schema)
+    d = d.dropna().reset_index(drop=True)
+    out = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "adult": [], "toy": [], "linear_model": None}
+    for eps in args.eps:
+        out["adult"].append(study(d, s, ANALYSIS, FORMULA, "binomial", eps, args.reps))
+    for eps in (0.1, 1.0, 10.0) if args.toy_reps else ():
+        out["toy"].append(toy(eps, args.toy_reps))
+    if args.lm_reps:
+        out["linear_model"] = study(d, s, LM_ANALYSIS, LM_FORMULA, "gaussian", 1.0, args.lm_reps, seed0=1000)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
