@@ -155,9 +155,9 @@ diagnostics_to_r <- function(res) {
 #' the largest split R-hat and smallest bulk ESS over the parameters and over
 #' the released cells' probabilities (`rhat_max_cells`, `ess_bulk_min_cells`:
 #' what the synthetic data depend on), and seconds. They are computed from
-#' released values only. R-hat above 1.1 means the chains mixed slowly: each
-#' data set uses the last state of a different chain, so compare with a second
-#' run before relying on fine differences.
+#' released values only. R-hat above 1.01 (or `mixed` FALSE) means the sampler
+#' did not mix: the spread between the data sets may misstate the posterior, and
+#' pooled intervals may be off.
 #'
 #' @param x A `dpsynth_synds` object from [dp_synthesize()].
 #' @return A data.frame with columns `diagnostic` and `value` (character);
@@ -176,8 +176,8 @@ dp_diagnostics <- function(x) {
   diagnostics_frame(x$diagnostics)
 }
 
-# split R-hat above this: the chains have not mixed
-RHAT_OK <- 1.1
+# split R-hat above this: the chains have not mixed (Vehtari et al. 2021's threshold for final results)
+RHAT_OK <- 1.01
 
 # the largest split R-hat of the released cells' probabilities, NA when the generator reports none
 cells_rhat <- function(d) {
@@ -246,7 +246,7 @@ print.dpsynth_synds <- function(x, ...) {
   rhat <- cells_rhat(x$diagnostics)
   if (!is.na(rhat)) {
     cat(sprintf("Posterior sampler: largest split R-hat of the cells' probabilities %.3g%s (see dp_diagnostics())\n",
-                rhat, if (rhat > RHAT_OK) " -- the chains mixed slowly" else ""))
+                rhat, if (rhat > RHAT_OK) " -- the sampler did NOT mix: intervals may be off" else ""))
   }
   if (length(x$syn)) {
     cat("Synthetic data: ", nrow(x$syn[[1]]), " rows x ", ncol(x$syn[[1]]), " columns\n\n",

@@ -151,25 +151,27 @@ def _settings_table(result) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["setting", "value"])
 
 
-RHAT_OK = 1.1  # split-R̂ above this: the chains have not mixed (Vehtari et al. 2021 use 1.01 for final results)
+RHAT_OK = 1.01  # split-R̂ target for final results (Vehtari et al. 2021)
 
 
 def _diagnostics_section(result) -> str | None:
-    """The generator's posterior diagnostics, with a plain-language reading of R̂; None if none."""
+    """The generator's posterior diagnostics, with a plain-language reading of R̂ and ESS; None if none."""
     diag = result.diagnostics
     if not diag:
         return None
     frame = pd.DataFrame({"diagnostic": list(diag), "value": [diag[k] for k in diag]})
-    rhat = diag.get("rhat_max_cells")
+    rhat, ess = diag.get("rhat_max_cells"), diag.get("ess_bulk_min_cells")
     note = ""
     if rhat is not None and rhat == rhat:  # not NaN
-        if rhat > RHAT_OK:
-            note = (f"<p><b>The sampler's chains mixed slowly</b> (largest split R̂ of the released cells' "
-                    f"probabilities {rhat:.2f} &gt; {RHAT_OK}). Each dataset uses the last state of a different "
-                    "chain; the package's coverage studies show valid intervals on Adult in this state, but on "
-                    "other data compare with a second run (another seed) before relying on fine differences.</p>")
+        ess_text = f", smallest bulk ESS {ess:.0f}" if ess is not None and ess == ess else ""
+        if diag.get("mixed") is False or rhat > RHAT_OK:
+            note = (f"<div class='banner warn'><b>The posterior sampler did not mix</b> (largest split R̂ of the "
+                    f"released cells' probabilities {rhat:.3f} &gt; {RHAT_OK}{ess_text}). The spread between "
+                    "the synthetic datasets may misstate the posterior, so the pooled intervals may be too "
+                    "narrow or too wide. No claim of validity is made for this release; ask the data holder "
+                    "for a longer run.</div>")
         else:
-            note = f"<p>The sampler's chains mixed (largest split R̂ of the cells' probabilities {rhat:.3f}).</p>"
+            note = f"<p>The sampler's chains mixed (largest split R̂ of the cells' probabilities {rhat:.3f}{ess_text}).</p>"
     return note + _table(frame)
 
 
