@@ -51,7 +51,7 @@ def test_analyst_report_shows_posterior_diagnostics(tmp_path, small):
     napsu = dpsynth.synthesize(df, schema, "napsu-mq", epsilon=2.0, delta=1e-6, m=4, seed=2,
                                queries=[("x", "y"), ("g", "y")])
     diag = napsu.diagnostics
-    assert diag["inference"] == "slice" and 1.0 <= diag["rhat_max_cells"] < 10 and diag["ess_bulk_min_cells"] > 0
+    assert diag["inference"] == "hmc" and 1.0 <= diag["rhat_max_cells"] < 10 and diag["ess_bulk_min_cells"] > 0
     text = analyst_report(napsu, "y ~ g", family="binomial", path=tmp_path / "b.html").read_text()
     assert "Posterior diagnostics" in text and "rhat_max_cells" in text
     napsu.generator.diagnostics_["rhat_max_cells"] = 3.5
