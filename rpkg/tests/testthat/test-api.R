@@ -92,7 +92,7 @@ test_that("dp_diagnostics reports the noise-aware sampler's R-hat and ESS", {
   expect_s3_class(diag, "data.frame")
   expect_identical(names(diag), c("diagnostic", "value"))
   expect_true(all(c("inference", "rhat_max_cells", "ess_bulk_min_cells") %in% diag$diagnostic))
-  expect_identical(diag$value[diag$diagnostic == "inference"], "slice")
+  expect_identical(diag$value[diag$diagnostic == "inference"], "hmc")
   rhat <- s$diagnostics$rhat_max_cells
   expect_true(is.numeric(rhat) && rhat >= 1 && rhat < 10)
   expect_output(print(s), "split R-hat of the cells' probabilities")
