@@ -91,13 +91,19 @@ SIZES = {"y": 2, "a": 3, "b": 4, "c": 5, "d": 2, "e": 2, "big": 400, "big2": 300
 COLS = list(SIZES)
 
 
-def test_plan_small_k_measures_response_pairs_and_all_predictor_pairs():
+def test_plan_two_predictors_measure_their_pair():
+    plan = congenial_queries(parse_analyses("y ~ a + b", COLS), SIZES)
+    assert plan.fixed == [("y", "a"), ("y", "b"), ("a", "b")] and plan.select_among == []
+    assert missing_dependencies(parse_analysis("y ~ a + b", COLS), plan.fixed) == []
+
+
+def test_plan_three_predictors_leave_their_pairs_to_a_private_tree():
     plan = congenial_queries(parse_analyses("y ~ a + b + c", COLS), SIZES)
-    assert plan.fixed == [("y", "a"), ("y", "b"), ("y", "c"), ("a", "b"), ("a", "c"), ("b", "c")]
-    assert plan.select_among == [] and plan.covered == {"y", "a", "b", "c"}
-    # congenial: no fixed clique holds y with two predictors
+    assert plan.fixed == [("y", "a"), ("y", "b"), ("y", "c")]
+    assert plan.select_among == [("a", "b"), ("a", "c"), ("b", "c")] and plan.covered == {"y", "a", "b", "c"}
+    # congenial: no fixed clique holds y with two predictors; any spanning tree over a, b, c links them
     assert not any("y" in q and len(q) > 2 for q in plan.fixed)
-    assert missing_dependencies(parse_analysis("y ~ a + b + c", COLS), plan.fixed) == []
+    assert missing_dependencies(parse_analysis("y ~ a + b + c", COLS), plan.fixed + [("a", "b"), ("b", "c")]) == []
 
 
 def test_plan_interaction_becomes_a_triple_and_absorbs_its_pairs():
@@ -114,7 +120,7 @@ def test_plan_large_k_leaves_predictor_pairs_to_a_private_spanning_tree():
 
 def test_plan_skips_oversized_pairs_and_says_so():
     plan = congenial_queries(parse_analyses("y ~ a + big + big2", COLS), SIZES, max_joint_cells=1500)
-    assert ("big", "big2") not in plan.fixed and ("a", "big") in plan.fixed
+    assert ("big", "big2") not in plan.fixed + plan.select_among and ("a", "big") in plan.select_among
     assert ("y", "big") in plan.fixed  # response pairs are always measured
     assert plan.notes == ["big–big2: 120000 cells > max_joint_cells=1500; not measured as a pair"]
 

@@ -124,8 +124,12 @@ def mst_select(codes: np.ndarray, domain: Domain, rho: float, ledger: PrivacyLed
     first_among = [tuple(sorted(p, key=pos.get)) for p in first_among]
     first_cols = sorted({a for p in first_among for a in p}, key=pos.get)
     forced = [tuple(sorted(c, key=pos.get)) for c in forced]
-    # rounds: a tree over the first_among columns, then over the components after forced + that tree
-    rounds_first = max(len(first_cols) - 1, 0)
+    # rounds: a tree over the first_among columns (less what forced cliques link), then over the
+    # components left after forced + that tree
+    linked = _Components(first_cols)
+    for c in forced:
+        linked.join_all([a for a in c if a in linked.root])
+    rounds_first = linked.count() - 1 if first_cols else 0
     comps = _Components(attrs)
     for c in forced:
         comps.join_all(c)
@@ -147,8 +151,12 @@ def mst_select(codes: np.ndarray, domain: Domain, rho: float, ledger: PrivacyLed
             return candidates[k]
 
         tree = _Components(first_cols)
+        for c in forced:  # predictors a forced clique already links (e.g. an interaction's triple)
+            tree.join_all([a for a in c if a in tree.root])
         for k in range(rounds_first):
             cand = [p for p in first_among if tree.find(p[0]) != tree.find(p[1])]
+            if not cand:
+                break
             a, b = pick(cand, f"predictor edge {k + 1} of {rounds_first}")
             tree.join(a, b)
             if not any(set((a, b)) <= set(c) for c in cliques):
