@@ -228,11 +228,21 @@ def test_selection_neighbour(measure_only):
 def test_available_case_with_missing_values():
     rng = np.random.default_rng(6)
     df = toy_data(2000, rng).astype("Int64")
-    for c in df:
-        df.loc[rng.random(len(df)) < 0.2, c] = pd.NA
-    gen = NAPSUMQ(3.0, 1e-6, queries=[("x1", "y"), ("x2", "y")]).fit(df, TOY_SCHEMA, seed=1)
+    df.loc[rng.random(len(df)) < 0.2, "x1"] = pd.NA
+    df.loc[rng.random(len(df)) < 0.2, "y"] = pd.NA
+    gen = NAPSUMQ(3.0, 1e-6, queries=[("x1", "x2"), ("x2", "y")]).fit(df, TOY_SCHEMA, seed=1)
+    # (x1, x2) and (x2, y) count about 0.8 n rows each (different rows): the released totals agree, so
+    # they share one n (the same approximation of the overlap as the dense form's min(n_i, n_j))
+    assert gen.likelihood_.form == "reduced" and gen.likelihood_.G == 1
     counts = gen.likelihood_.counts(gen.draws_.reshape(-1, gen.likelihood_.dim)).median(0).values.numpy()
-    assert counts == pytest.approx([2000 * 0.8 ** 2] * 2, rel=0.1)  # rows observed on each table
+    assert counts == pytest.approx([2000 * 0.8], rel=0.1)
+    # with y complete, (x2, y) counts every row and (x1, x2) 0.8 n: two count groups, dense form
+    df2 = toy_data(2000, rng).astype("Int64")
+    df2.loc[rng.random(len(df2)) < 0.2, "x1"] = pd.NA
+    gen = NAPSUMQ(3.0, 1e-6, queries=[("x1", "x2"), ("x2", "y")]).fit(df2, TOY_SCHEMA, seed=1)
+    assert gen.likelihood_.form == "dense" and gen.likelihood_.G == 2
+    counts = np.sort(gen.likelihood_.counts(gen.draws_.reshape(-1, gen.likelihood_.dim)).median(0).values.numpy())
+    assert counts == pytest.approx([2000 * 0.8, 2000], rel=0.1)  # rows observed on each table
     res = gen.sample(m=2, seed=1)
     assert res.datasets[0].notna().all().all()  # the complete-data distribution
 
