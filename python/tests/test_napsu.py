@@ -495,7 +495,7 @@ FAST = dict(mcmc_chains=4, mcmc_warmup=60, mcmc_draws=40)
 
 def test_analyses_fix_the_cliques_and_spend_nothing_on_selection():
     df, schema = _interaction_data()
-    gen = NAPSUMQ(1.0, 1e-6, analyses=["y ~ a * b + z"], **FAST)
+    gen = NAPSUMQ(1.0, 1e-6, analyses=["y ~ a * b", "y ~ z"], **FAST)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dpsynth.PosteriorNotMixedWarning)
         gen.fit(df, schema, seed=1)
