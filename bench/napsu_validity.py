@@ -105,7 +105,7 @@ def toy(eps, reps):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--eps", type=float, nargs="+", default=[0.5, 1.0])
+    ap.add_argument("--eps", type=float, nargs="*", default=[0.5, 1.0])
     ap.add_argument("--toy-reps", type=int, default=50)
     ap.add_argument("--lm-reps", type=int, default=10)
     args = ap.parse_args(argv)
