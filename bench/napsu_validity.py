@@ -6,7 +6,8 @@
   baseline) + sex by the pooled 95 % intervals (rule "synthetic"), median ratio of their widths to
   the real-data Wald intervals, max split R̂ and min bulk ESS of the released cells' probabilities,
   seconds per fit + 20 datasets.
-- Toy (Sec. 5.1): n = 2000, y ~ Bernoulli(expit(x1)), the 3-way marginal, coverage of (1, 0).
+- Toy (Sec. 5.1): n = 2000, y ~ Bernoulli(expit(x1)), the 3-way marginal, coverage of (1, 0)
+  (``--toy-m``: datasets per repeat; the paper used 100).
 - A linear model on a second dataset: Adult's hours-per-week bin midpoint ~ age + sex, on the same
   10-column discretisation, with ``analyses=["hours-per-week ~ age + sex"]``.
 
@@ -78,7 +79,7 @@ def study(d, s, analysis, formula, family, eps, reps, seed0=0):
             "median_seconds_fit_plus_20": round(float(np.median(seconds)), 1)}
 
 
-def toy(eps, reps):
+def toy(eps, reps, m=20):
     cover, seconds, rhat = [], [], []
     for r in range(reps):
         rng = np.random.default_rng(50_000 + r)
@@ -89,14 +90,14 @@ def toy(eps, reps):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             gen = NAPSUMQ(eps, 1 / 2000 ** 2, queries=[("x1", "x2", "y")]).fit(df, TOY_SCHEMA, seed=r)
-            res = gen.sample(m=20, seed=r + 1)
+            res = gen.sample(m=m, seed=r + 1)
             tab = dpsynth.fit_pooled(res.datasets, "y ~ x1 + x2 - 1", family="binomial").to_frame().set_index("term")
         seconds.append(time.perf_counter() - t0)
         tab = tab.loc[["x1", "x2"]]
         truth = np.array([1.0, 0.0])
         cover.append(((tab["conf.low"] <= truth) & (truth <= tab["conf.high"])).to_numpy())
         rhat.append(gen.diagnostics_.get("rhat_max_cells", np.nan))
-    return {"epsilon": eps, "reps": reps, "coverage": round(float(np.mean(cover)), 3),
+    return {"epsilon": eps, "reps": reps, "m": m, "coverage": round(float(np.mean(cover)), 3),
             "coverage_by_term": np.round(np.mean(cover, axis=0), 3).tolist(),
             "max_rhat_cells": round(float(np.nanmax(rhat)), 4),
             "median_seconds_fit_plus_20": round(float(np.median(seconds)), 2)}
@@ -108,6 +109,7 @@ def main(argv=None):
     ap.add_argument("--eps", type=float, nargs="*", default=[0.5, 1.0])
     ap.add_argument("--toy-reps", type=int, default=50)
     ap.add_argument("--lm-reps", type=int, default=10)
+    ap.add_argument("--toy-m", type=int, default=20, help="synthetic datasets per toy repeat (the paper: 100)")
     args = ap.parse_args(argv)
     df, schema = dpsynth.load_dataset("adult")
     d, s = adult_reduced(df, schema)
@@ -116,7 +118,7 @@ def main(argv=None):
     for eps in args.eps:
         out["adult"].append(study(d, s, ANALYSIS, FORMULA, "binomial", eps, args.reps))
     for eps in (0.1, 1.0, 10.0) if args.toy_reps else ():
-        out["toy"].append(toy(eps, args.toy_reps))
+        out["toy"].append(toy(eps, args.toy_reps, args.toy_m))
     if args.lm_reps:
         out["linear_model"] = study(d, s, LM_ANALYSIS, LM_FORMULA, "gaussian", 1.0, args.lm_reps, seed0=1000)
     print(json.dumps(out))
