@@ -69,7 +69,8 @@ def study(d, s, analysis, formula, family, eps, reps, seed0=0):
         mixed.append(bool(diag.get("mixed", False)))
         print(f"  eps {eps} rep {r}: covered {int(cover[-1].sum())}/{len(real)}, R-hat {rhat[-1]:.3f}, "
               f"ESS {ess[-1]:.0f}, {seconds[-1]:.0f} s", flush=True)
-    return {"epsilon": eps, "reps": reps, "coverage": round(float(np.mean(cover)), 3),
+    return {"epsilon": eps, "reps": reps, "seed0": seed0, "coverage": round(float(np.mean(cover)), 3),
+            "covered": int(np.sum(cover)), "intervals": int(np.size(cover)),
             "coverage_by_term": dict(zip(real.index, np.round(np.mean(cover, axis=0), 3).tolist())),
             "median_width_ratio": round(float(np.median(ratio)), 3),
             "median_width_ratio_by_term": dict(zip(real.index, np.round(np.median(ratio, axis=0), 2).tolist())),
@@ -106,6 +107,7 @@ def toy(eps, reps, m=20):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--seed0", type=int, default=0, help="first seed of the Adult repeats (to split a study)")
     ap.add_argument("--eps", type=float, nargs="*", default=[0.5, 1.0])
     ap.add_argument("--toy-reps", type=int, default=50)
     ap.add_argument("--lm-reps", type=int, default=10)
@@ -116,7 +118,7 @@ def main(argv=None):
     d = d.dropna().reset_index(drop=True)
     out = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "adult": [], "toy": [], "linear_model": None}
     for eps in args.eps:
-        out["adult"].append(study(d, s, ANALYSIS, FORMULA, "binomial", eps, args.reps))
+        out["adult"].append(study(d, s, ANALYSIS, FORMULA, "binomial", eps, args.reps, seed0=args.seed0))
     for eps in (0.1, 1.0, 10.0) if args.toy_reps else ():
         out["toy"].append(toy(eps, args.toy_reps, args.toy_m))
     if args.lm_reps:
