@@ -45,15 +45,17 @@ def numeric_midpoints(frame: pd.DataFrame) -> pd.DataFrame:
                         hours=frame["hours-per-week"].astype(str).astype(float))
 
 
-def pooled(frames, formula, family, rule="synthetic") -> pd.DataFrame:
+def pooled(frames, formula, family, transform, rule="synthetic") -> pd.DataFrame:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return dpsynth.fit_pooled([numeric_midpoints(f) for f in frames], formula, family=family,
+        return dpsynth.fit_pooled([transform(f) for f in frames], formula, family=family,
                                   rule=rule).to_frame().set_index("term")
 
 
-def study(d, s, analysis, formula, family, eps, reps, seed0=0):
-    real_tab = pooled([d, d], formula, family, rule="mi")
+def study(d, s, analysis, formula, family, eps, reps, seed0=0, transform=numeric_midpoints, label=None):
+    """Fit NAPSU-MQ ``reps`` times with ``analyses=[analysis]``; coverage of the real-data
+    coefficients of ``formula`` (both sides passed through ``transform``), width ratio, mixing."""
+    real_tab = pooled([d, d], formula, family, transform, rule="mi")
     real, real_width = real_tab["estimate"], 2 * 1.959964 * np.sqrt(real_tab["ubar"])
     cover, ratio, seconds, rhat, ess, mixed = [], [], [], [], [], []
     for r in range(reps):
@@ -63,15 +65,16 @@ def study(d, s, analysis, formula, family, eps, reps, seed0=0):
             gen = NAPSUMQ(eps, 1 / len(d) ** 2, analyses=[analysis]).fit(d, s, seed=seed0 + r)
             res = gen.sample(m=20, seed=seed0 + r + 1)
         seconds.append(time.perf_counter() - t0)
-        tab = pooled(res.datasets, formula, family).reindex(real.index)
+        tab = pooled(res.datasets, formula, family, transform).reindex(real.index)
         cover.append(((tab["conf.low"] <= real) & (real <= tab["conf.high"])).to_numpy())
         ratio.append(((tab["conf.high"] - tab["conf.low"]) / real_width).to_numpy())
         diag = gen.diagnostics_
         rhat.append(diag.get("rhat_max_cells", np.nan))
         ess.append(diag.get("ess_bulk_min_cells", np.nan))
         mixed.append(bool(diag.get("mixed", False)))
-        print(f"  eps {eps} rep {r}: covered {int(cover[-1].sum())}/{len(real)}, R-hat {rhat[-1]:.3f}, "
-              f"ESS {ess[-1]:.0f}, {seconds[-1]:.0f} s", flush=True)
+        print(f"  {label or f'eps {eps}'} rep {r}: covered {int(cover[-1].sum())}/{len(real)} "
+              f"(missed: {list(real.index[~cover[-1]])}), R-hat {rhat[-1]:.3f}, ESS {ess[-1]:.0f}, "
+              f"{seconds[-1]:.0f} s", flush=True)
     return {"epsilon": eps, "reps": reps, "seed0": seed0, "coverage": round(float(np.mean(cover)), 3),
             "covered": int(np.sum(cover)), "intervals": int(np.size(cover)),
             "coverage_by_term": dict(zip(real.index, np.round(np.mean(cover, axis=0), 3).tolist())),
@@ -100,33 +103,7 @@ def bank_study(eps, reps, seed0=2000):
         code = np.clip(np.searchsorted(edges, frame["age"].to_numpy(dtype=float), side="right") - 1, 0, len(mids) - 1)
         return frame.assign(agebin=mids[code])
 
-    def fit(frames, rule="synthetic"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return dpsynth.fit_pooled([binned(f) for f in frames], BANK_FORMULA, rule=rule).to_frame().set_index("term")
-
-    real_tab = fit([d, d], rule="mi")
-    real, real_width = real_tab["estimate"], 2 * 1.959964 * np.sqrt(real_tab["ubar"])
-    cover, ratio, seconds, rhat, ess = [], [], [], [], []
-    for r in range(reps):
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            gen = NAPSUMQ(eps, 1 / len(d) ** 2, analyses=[BANK_ANALYSIS]).fit(d, s, seed=seed0 + r)
-            res = gen.sample(m=20, seed=seed0 + r + 1)
-        seconds.append(time.perf_counter() - t0)
-        tab = fit(res.datasets).reindex(real.index)
-        cover.append(((tab["conf.low"] <= real) & (real <= tab["conf.high"])).to_numpy())
-        ratio.append(((tab["conf.high"] - tab["conf.low"]) / real_width).to_numpy())
-        rhat.append(gen.diagnostics_.get("rhat_max_cells", np.nan))
-        ess.append(gen.diagnostics_.get("ess_bulk_min_cells", np.nan))
-        print(f"  bank rep {r}: covered {int(cover[-1].sum())}/{len(real)} (missed: {list(real.index[~cover[-1]])}), R-hat {rhat[-1]:.3f}, ESS {ess[-1]:.0f}, "
-              f"{seconds[-1]:.0f} s", flush=True)
-    return {"epsilon": eps, "reps": reps, "coverage": round(float(np.mean(cover)), 3),
-            "covered": int(np.sum(cover)), "intervals": int(np.size(cover)),
-            "median_width_ratio": round(float(np.median(ratio)), 3),
-            "max_rhat_cells": round(float(np.nanmax(rhat)), 4), "min_ess_cells": round(float(np.nanmin(ess)), 1),
-            "median_seconds_fit_plus_20": round(float(np.median(seconds)), 1)}
+    return study(d, s, BANK_ANALYSIS, BANK_FORMULA, "gaussian", eps, reps, seed0=seed0, transform=binned, label="bank")
 
 
 def toy(eps, reps, m=20):

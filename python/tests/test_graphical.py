@@ -235,3 +235,21 @@ def test_rhat_and_ess_diagnostics():
     for t in range(1, 500):
         ar[:, t] = 0.9 * ar[:, t - 1] + rng.normal(size=4)
     assert ess_bulk(ar) < 0.2 * ar.size
+
+
+def test_canonical_moments_match_the_clamped_moments_of_the_canonical_cells():
+    """The linear-space pass over D clamped cells gives the same μ and E[aaᵀ] as the log-space
+    clamping of all P cells restricted to the canonical ones, batched and under autograd."""
+    dom = Domain(["a", "b", "c", "d"], [3, 2, 4, 2])
+    model = MaxEntModel(dom, [("a", "b"), ("b", "c"), ("a", "c"), ("c", "d")],
+                        [("a", "b"), ("b", "c"), ("a", "c"), ("c", "d"), ("a",)])
+    theta = torch.as_tensor(np.random.default_rng(4).normal(scale=1.5, size=(3, model.D)), dtype=torch.float64)
+    theta.requires_grad_(True)
+    mu, second = model.moments(theta)
+    can = model.canonical_index
+    mu_c, second_c = model.canonical_moments(theta)
+    torch.testing.assert_close(mu_c, mu[..., can], atol=1e-12, rtol=0)
+    torch.testing.assert_close(second_c, second[..., can, :][..., :, can], atol=1e-12, rtol=0)
+    (g,) = torch.autograd.grad(second_c.sum(), theta)
+    (g_ref,) = torch.autograd.grad(second[..., can, :][..., :, can].sum(), theta)
+    torch.testing.assert_close(g, g_ref, atol=1e-10, rtol=0)

@@ -126,15 +126,14 @@ def mst_select(codes: np.ndarray, domain: Domain, rho: float, ledger: PrivacyLed
     forced = [tuple(sorted(c, key=pos.get)) for c in forced]
     # rounds: a tree over the first_among columns (less what forced cliques link), then over the
     # components left after forced + that tree
-    linked = _Components(first_cols)
-    for c in forced:
-        linked.join_all([a for a in c if a in linked.root])
-    rounds_first = linked.count() - 1 if first_cols else 0
+    tree = _Components(first_cols)
+    for c in forced:  # predictors a forced clique already links (e.g. an interaction's triple)
+        tree.join_all([a for a in c if a in tree.root])
+    rounds_first = tree.count() - 1 if first_cols else 0
     comps = _Components(attrs)
     for c in forced:
         comps.join_all(c)
-    for a, b in combinations(first_cols, 2):
-        comps.join(a, b)  # the first tree will connect them
+    comps.join_all(first_cols)  # the first tree will connect them
     r = comps.count()
     n_rounds = rounds_first + max(r - 1, 0)
     cliques = list(forced)
@@ -150,9 +149,6 @@ def mst_select(codes: np.ndarray, domain: Domain, rho: float, ledger: PrivacyLed
                                       note="L1 error of the independence model")
             return candidates[k]
 
-        tree = _Components(first_cols)
-        for c in forced:  # predictors a forced clique already links (e.g. an interaction's triple)
-            tree.join_all([a for a in c if a in tree.root])
         for k in range(rounds_first):
             cand = [p for p in first_among if tree.find(p[0]) != tree.find(p[1])]
             if not cand:

@@ -88,11 +88,12 @@ import warnings
 import numpy as np
 import torch
 
-from ..graphical import Domain, MaxEntModel
+from ..graphical import Domain, MaxEntModel, maximal_cliques
 from ..graphical.noise_aware import NoiseAwareLikelihood, split_rho
 from ..graphical.posterior import (PosteriorNotMixedWarning, elliptical_slice, ess_bulk, hmc, laplace_approximation,
                                   split_rhat)
 from ..privacy import cdp_rho
+from ..privacy.validation import check_positive_float
 from ..schema import MISSING
 from .base import Generator, check_count
 from .mst import Measurement, measure_marginals, mst_select
@@ -185,7 +186,7 @@ class NAPSUMQ(Generator):
         if inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
         self.inference = inference
-        self.prior_sd = _positive(prior_sd, "prior_sd")
+        self.prior_sd = check_positive_float(prior_sd, "prior_sd")
         if missing not in MISSING_MODES:
             raise ValueError(f"missing must be one of {MISSING_MODES}, got {missing!r}")
         self.missing = missing
@@ -212,8 +213,8 @@ class NAPSUMQ(Generator):
         defaults = dict(zip(given, MCMC_DEFAULTS.get(inference, MCMC_DEFAULTS["hmc"])))
         for k, v in given.items():
             setattr(self, k, defaults[k] if v is None else check_count(v, k))
-        self.rhat_target = _positive(rhat_target, "rhat_target")
-        self.ess_target = _positive(ess_target, "ess_target")
+        self.rhat_target = check_positive_float(rhat_target, "rhat_target")
+        self.ess_target = check_positive_float(ess_target, "ess_target")
         if on_not_mixed not in ("warn", "raise"):
             raise ValueError(f"on_not_mixed must be 'warn' or 'raise', got {on_not_mixed!r}")
         self.on_not_mixed = on_not_mixed
@@ -260,12 +261,12 @@ class NAPSUMQ(Generator):
             if left:
                 raise ValueError(f"columns {left} are in no query; add a query for each (e.g. ('{left[0]}',)) or "
                                  "drop them from the data and the schema")
-            cells = sum(domain.project(q).size() for q in _union(self.queries, fixed))
+            cells = sum(domain.project(q).size() for q in maximal_cliques([*self.queries, *fixed]))
         else:
             sizes = sorted((domain.size(a) * domain.size(b) for i, a in enumerate(domain.attrs)
                             for b in domain.attrs[i + 1:]), reverse=True)
             cells = sum(domain.shape) + sum(sizes[:max(len(domain) - 1, 0)]) + \
-                sum(domain.project(q).size() for q in _union(self.forced_queries, fixed))
+                sum(domain.project(q).size() for q in maximal_cliques([*self.forced_queries, *fixed]))
         if cells > self.max_cells:
             raise ValueError(f"these queries release up to {cells} cells, above max_cells={self.max_cells}. Coarsen "
                              "the schema (fewer bins or categories), use fewer columns, or raise max_cells")
@@ -296,11 +297,11 @@ class NAPSUMQ(Generator):
         """Selection (if any) and measurement, all in ρ; the split is recorded in ``rho_split_``."""
         rho = cdp_rho(self.epsilon, self.delta)
         if self.queries != "mst":
-            tables = _union(self.queries, fixed)
+            tables = maximal_cliques([*self.queries, *fixed])
             self.rho_split_ = split_rho(rho, self.selection_share, False)
             self.selected_queries_ = tables
             return measure_marginals(codes, domain, tables, self.ledger, source, "NAPSU-MQ: marginals", rho=rho)
-        forced = _union(self.forced_queries, fixed)
+        forced = maximal_cliques([*self.forced_queries, *fixed])
         covered = set().union(*map(set, forced)) if forced else set()
         needs = len(domain) > 1 and (bool(among) or len(covered) < len(domain) or not forced)
         split = split_rho(rho, self.selection_share, needs)
@@ -313,7 +314,7 @@ class NAPSUMQ(Generator):
             one_way, cliques = mst_select(codes, domain, rho, self.ledger, source, forced=forced,
                                           split=(split.one_way / rho, split.selection / rho),
                                           step="NAPSU-MQ MST selection", first_among=among)
-        tables = _union(cliques, [])
+        tables = maximal_cliques(cliques)
         self.selected_queries_ = tables
         measured = measure_marginals(codes, domain, tables, self.ledger, source, "NAPSU-MQ: marginals",
                                      rho=split.measurement)
@@ -550,18 +551,3 @@ def count_groups(measurements, z: float = 4.0) -> list[int]:
             g += 1
         groups[cur] = g
     return groups.tolist()
-
-
-def _positive(value, name) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return float(value)
-
-
-def _union(*lists) -> list[tuple]:
-    """Column tuples of all lists, first occurrence kept, a tuple dropped when a listed one contains it."""
-    seen = []
-    for q in (tuple(q) for lst in lists for q in lst):
-        if not any(set(q) == set(o) for o in seen):
-            seen.append(q)
-    return [q for q in seen if not any(set(q) < set(o) for o in seen)]

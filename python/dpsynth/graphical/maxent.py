@@ -162,38 +162,27 @@ class MaxEntModel:
             parts.append(m.values.exp().reshape(m.batch_shape + (-1,)))
         return torch.cat(parts, dim=-1)
 
-    def clamp_evidence(self, cells: torch.Tensor | None = None) -> list[Factor]:
-        """Evidence factors with batch (K + 1,) for K clamped cells (default: all P cells): row 0
-        free, row 1 + i keeps only the i-th clamped cell of its table."""
-        key = None if cells is None else tuple(int(c) for c in cells)
+    def clamp_evidence(self) -> list[Factor]:
+        """Evidence factors with batch (P + 1,): row 0 free, row 1 + i keeps only cell i."""
         cache = self.__dict__.setdefault("_evidence_cache", {})
-        if key in cache:
-            return cache[key]
-        chosen = np.arange(self.P) if cells is None else np.asarray(key, dtype=np.int64)
-        offsets = np.cumsum([0] + self.table_sizes)
-        table_of = np.searchsorted(offsets, chosen, side="right") - 1
-        ev = []
-        for k, (t, size) in enumerate(zip(self.tables, self.table_sizes)):
-            dom = self.domain.project(t)
-            v = torch.zeros((len(chosen) + 1, size), dtype=DTYPE)
-            rows = np.flatnonzero(table_of == k)
-            if rows.size:
-                v[1 + rows] = CLAMP
-                v[1 + rows, chosen[rows] - offsets[k]] = 0.0
-            ev.append(Factor(dom, v.reshape((len(chosen) + 1,) + dom.shape)))
-        cache[key] = ev
-        return ev
+        if "clamp" not in cache:
+            ev, start = [], 1
+            for t, k in zip(self.tables, self.table_sizes):
+                dom = self.domain.project(t)
+                v = torch.zeros((self.P + 1, k), dtype=DTYPE)
+                v[start:start + k] = CLAMP
+                v[start:start + k].fill_diagonal_(0.0)
+                start += k
+                ev.append(Factor(dom, v.reshape((self.P + 1,) + dom.shape)))
+            cache["clamp"] = ev
+        return cache["clamp"]
 
-    def moments(self, theta: torch.Tensor, cells: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def moments(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(μ, M): cell probabilities (…, P) and second moments M_ij = E[a_i a_j] = P(cell i and
-        cell j) of the measured tables' cell indicators, by clamping the cells in one batched
-        calibration. Cov = M − μμᵀ. Differentiable in θ. With ``cells`` (indices into the P cells,
-        e.g. :attr:`canonical_index`), only those are clamped and both μ and M are restricted to
-        them ((…, K) and (…, K, K)): the work is ∝ K instead of P."""
-        beliefs, log_z = self.jt.calibrate(self._factors(theta, self.clamp_evidence(cells), extra_batch=1))
-        cond = self._stack(beliefs)                       # (…, K+1, P): row 1+i = P(· | cell i)
-        if cells is not None:
-            cond = cond[..., cells]
+        cell j) (…, P, P) of the measured tables' cell indicators, by clamping every cell in one
+        batched calibration. Cov = M − μμᵀ. Differentiable in θ."""
+        beliefs, log_z = self.jt.calibrate(self._factors(theta, self.clamp_evidence(), extra_batch=1))
+        cond = self._stack(beliefs)                       # (…, P+1, P): row 1+i = P(· | cell i)
         mu = cond[..., 0, :]
         p_i = torch.exp(log_z[..., 1:] - log_z[..., :1])  # = μ_i, as a normaliser ratio
         m = p_i.unsqueeze(-1) * cond[..., 1:, :]
@@ -238,7 +227,7 @@ class MaxEntModel:
                 parent_to_sep[i] = onehot(pidx, width)
         masks = [torch.ones((self.D + 1, jt.clique_domain(i).size()), dtype=DTYPE) for i in range(k)]
         to_canonical = [[] for _ in range(k)]
-        order = []  # (junction-tree clique, first row) of each model clique's canonical block
+        order = []  # the junction-tree clique that holds each model clique's canonical block
         row = 1
         for q, (c, cells) in enumerate(zip(self.cliques, self.canonical)):
             i = jt.assignment[q]
@@ -246,7 +235,7 @@ class MaxEntModel:
             for j, cell in enumerate(cells):
                 masks[i][row + j] = torch.as_tensor(idx == cell, dtype=DTYPE)
             to_canonical[i].append(onehot(idx, width)[:, torch.as_tensor(cells)])
-            order.append((i, len(to_canonical[i]) - 1))
+            order.append(i)
             row += len(cells)
         plan = {"mask": masks, "to_sep": to_sep, "parent_to_sep": parent_to_sep,
                 "to_canonical": [torch.cat(t, dim=1) if t else None for t in to_canonical], "order": order}
@@ -258,7 +247,8 @@ class MaxEntModel:
         (Σ_D = ∇²A = M_D − μμᵀ), by clamping each canonical cell in a batched two-pass
         sum-product in *linear* space on flattened clique tables (each clique's potential is shifted
         by its maximum and every message renormalised, so nothing overflows). The same numbers as
-        ``moments(θ, canonical_index)``, several times faster, and differentiable in θ."""
+        :meth:`moments` restricted to :attr:`canonical_index`, clamping D cells instead of P, several
+        times faster, and differentiable in θ."""
         jt = self.jt
         plan = self._flat_plan()
         theta = torch.as_tensor(theta, dtype=DTYPE)
@@ -303,8 +293,7 @@ class MaxEntModel:
         per_clique = {i: belief[i] @ plan["to_canonical"][i] for i in range(k) if plan["to_canonical"][i] is not None}
         offsets = {i: 0 for i in per_clique}
         parts = []
-        for q, cells in enumerate(self.canonical):
-            i, _ = plan["order"][q]
+        for i, cells in zip(plan["order"], self.canonical):
             parts.append(per_clique[i][..., offsets[i]:offsets[i] + len(cells)])
             offsets[i] += len(cells)
         cond_can = torch.cat(parts, dim=-1)                           # (…, D + 1, D): row 1+j = P(· | cell j)
