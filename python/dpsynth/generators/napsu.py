@@ -91,7 +91,7 @@ import torch
 from ..graphical import Domain, MaxEntModel, maximal_cliques
 from ..graphical.noise_aware import NoiseAwareLikelihood, split_rho
 from ..graphical.posterior import (PosteriorNotMixedWarning, elliptical_slice, ess_bulk, hmc, laplace_approximation,
-                                  split_rhat)
+                                  psis_weights, split_rhat)
 from ..privacy import cdp_rho
 from ..privacy.validation import check_positive_float
 from ..schema import MISSING
@@ -99,9 +99,14 @@ from .base import Generator, check_count
 from .mst import Measurement, measure_marginals, mst_select
 
 DTYPE = torch.float64
-INFERENCE = ("hmc", "laplace", "slice")
+INFERENCE = ("hmc", "hmc-da", "laplace", "slice")
 #: chains, warm-up iterations, kept draws per chain, thinning
-MCMC_DEFAULTS = {"hmc": (16, 300, 200, 1), "slice": (20, 20, 8, 2)}
+MCMC_DEFAULTS = {"hmc": (64, 100, 300, 1), "hmc-da": (16, 300, 200, 1), "slice": (20, 20, 8, 2)}
+#: ``"hmc"`` reweights at most this many draws (the chains thinned evenly): each needs one exact,
+#: clamped evaluation of the likelihood
+IMPORTANCE_DRAWS = 3200
+#: Pareto k̂ above which importance-reweighted draws are not trusted (Vehtari et al. 2024)
+PARETO_K_MAX = 0.7
 MISSING_MODES = ("available-case", "level")
 PRIOR_SD = 2.5
 #: chains start at N(mode, INIT_SCALE² F⁻¹): spread out, yet inside the region where the frozen-V
@@ -334,7 +339,7 @@ class NAPSUMQ(Generator):
         self.diagnostics_ = {"D": model.D, "P": model.P, "tables": len(tables), "cliques": len(model.cliques),
                              "junction_tree_cells": model.jt.size(), "likelihood_form": lik.form,
                              "inference": self.inference, "rho_split": self.rho_split_.as_dict()}
-        self.draws_, self.laplace_ = None, None
+        self.draws_, self.laplace_, self.weights_ = None, None, None
         if self.inference in ("laplace", "slice"):
             precondition = torch.linalg.inv(torch.linalg.cholesky(fisher)).T  # Sᵀ F S = I
             la = laplace_approximation(lik.log_posterior, x0, max_restarts=self.max_restarts, rng=rng,
@@ -347,32 +352,36 @@ class NAPSUMQ(Generator):
             res = elliptical_slice(lik.log_posterior, la.mode, la.chol_cov, chains=self.mcmc_chains,
                                    warmup=self.mcmc_warmup, draws=self.mcmc_draws, thin=self.mcmc_thin, rng=rng)
             self._keep_draws(res)
-        elif self.inference == "hmc":
+        elif self.inference in ("hmc", "hmc-da"):
             self._run_hmc(lik, x0, torch.linalg.inv(fisher), rng)
         at = mode if self.draws_ is None else self.draws_.reshape(-1, lik.dim)
         self.n_ = float(lik.counts(at).detach().reshape(-1, lik.G).median(dim=0).values.max())
         model.__dict__.pop("_evidence_cache", None)  # rebuilt on demand; not part of the fitted state
 
     def _run_hmc(self, lik, x0, cov0, rng):
-        """Dispersed starts N(mode, F⁻¹), adapted dense-metric HMC, and one extension as long as the
-        first run when the cells' R̂ / ESS miss their targets."""
+        """Dispersed starts N(mode, INIT_SCALE² F⁻¹), adapted dense-metric HMC, and one extension
+        as long as the first run when the cells' R̂ / ESS miss their targets. ``"hmc"``: the chains
+        target the frozen-V surrogate and the draws are reweighted to the exact posterior by
+        Pareto-smoothed importance sampling; ``"hmc-da"``: delayed acceptance, exact but sticky."""
+        delayed = self.inference == "hmc-da"
         cov0 = 0.5 * (cov0 + cov0.T)
         chol0 = torch.linalg.cholesky(cov0)
         init = x0 + INIT_SCALE * torch.as_tensor(rng.standard_normal((self.mcmc_chains, lik.dim)), dtype=DTYPE) @ chol0.T
         res = hmc(lik.log_posterior, init, cov=cov0, warmup=self.mcmc_warmup, draws=self.mcmc_draws * self.mcmc_thin,
-                  rng=rng, surrogate=lik.surrogate)
+                  rng=rng, surrogate=lik.surrogate, delayed_acceptance=delayed)
         draws, seconds, n_grad = res.draws[:, self.mcmc_thin - 1::self.mcmc_thin], res.seconds, res.gradient_evaluations
-        guide = lik.surrogate(draws.reshape(-1, lik.dim).mean(0))
-        cells = self._cell_diagnostics(draws)
+        guide = res.target if not delayed else lik.surrogate(draws.reshape(-1, lik.dim).mean(0))
+        cells = self._cell_diagnostics(draws, lik, guide if not delayed else None)
         extended = False
         if not self._mixed(cells):
             more = hmc(lik.log_posterior, draws[:, -1], cov=res.metric, warmup=0,
                        draws=self.mcmc_draws * self.mcmc_thin, rng=rng, step_size=res.step_size,
-                       surrogate=lambda _c: guide)
+                       surrogate=lambda _c: guide, delayed_acceptance=delayed)
             draws = torch.cat([draws, more.draws[:, self.mcmc_thin - 1::self.mcmc_thin]], dim=1)
             seconds, n_grad, extended = seconds + more.seconds, n_grad + more.gradient_evaluations, True
-            cells = self._cell_diagnostics(draws)
-        self.draws_ = draws.detach()
+            cells = self._cell_diagnostics(draws, lik, guide if not delayed else None)
+        self.weights_ = cells.pop("weights", None)
+        self.draws_ = cells.pop("kept", draws).detach()
         self.diagnostics_.update({"accept_rate": res.accept_rate, "step_size": res.step_size,
                                   "second_stage_accept": res.second_stage_accept,
                                   "n_leapfrog": res.n_leapfrog, "divergences": res.divergences,
@@ -382,14 +391,14 @@ class NAPSUMQ(Generator):
         self._report_mixing(cells)
 
     def _keep_draws(self, res):
-        self.draws_ = res.draws.detach()
+        self.draws_, self.weights_ = res.draws.detach(), None
         cells = self._cell_diagnostics(self.draws_)
         self.diagnostics_.update({"mcmc_seconds": res.seconds, **cells})
         self._report_mixing(cells)
 
     def _mixed(self, cells: dict) -> bool:
         return bool(cells) and cells["rhat_max_cells"] <= self.rhat_target and \
-            cells["ess_bulk_min_cells"] >= self.ess_target
+            cells["ess_bulk_min_cells"] >= self.ess_target and cells.get("pareto_k", 0.0) <= PARETO_K_MAX
 
     def _report_mixing(self, cells: dict):
         self.diagnostics_["mixed"] = self._mixed(cells)
@@ -408,16 +417,31 @@ class NAPSUMQ(Generator):
                 "measure fewer or coarser tables")
 
     # ------------------------------------------------------------------ posterior and sampling
-    def _cell_diagnostics(self, draws: torch.Tensor) -> dict:
+    def _cell_diagnostics(self, draws: torch.Tensor, lik=None, proposal=None) -> dict:
         """R̂ and bulk ESS (arviz-stats) of the released cells' probabilities (what the synthetic
         data depend on; θ of a near-empty cell can wander in the prior's tail while its
-        probability stays ≈ 0)."""
+        probability stays ≈ 0). With a ``proposal`` density (the chains' target when it is the
+        surrogate), the draws are reweighted to ``lik.log_posterior`` by PSIS: the ESS reported is
+        the chains' bulk ESS times the importance efficiency, and ``pareto_k`` is k̂."""
         if draws.shape[1] < 4:
             return {}
         with torch.no_grad():
             probs = self.model_.table_marginals(draws[..., :self.model_.D]).numpy()
-        return {"rhat_max_cells": _nan_extreme(max, np.atleast_1d(split_rhat(probs))),
-                "ess_bulk_min_cells": _nan_extreme(min, np.atleast_1d(ess_bulk(probs)))}
+        out = {"rhat_max_cells": _nan_extreme(max, np.atleast_1d(split_rhat(probs))),
+               "ess_bulk_min_cells": _nan_extreme(min, np.atleast_1d(ess_bulk(probs)))}
+        if proposal is not None:
+            step = max(1, math.ceil(draws.shape[0] * draws.shape[1] / IMPORTANCE_DRAWS))
+            kept = draws[:, step - 1::step]
+            flat = kept.reshape(-1, kept.shape[-1])
+            ess_kept = _nan_extreme(min, np.atleast_1d(ess_bulk(probs[:, step - 1::step])))
+            with torch.no_grad():
+                log_ratio = torch.cat([lik.log_posterior(c) - proposal(c) for c in flat.split(64)]).numpy()
+            r_eff = ess_kept / flat.shape[0] if np.isfinite(ess_kept) else 1.0
+            w, khat, eff = psis_weights(log_ratio, r_eff=min(max(r_eff, 0.05), 1.0))
+            out.update({"weights": w, "kept": kept, "pareto_k": khat, "importance_efficiency": eff,
+                        "importance_draws": int(flat.shape[0]), "ess_bulk_min_cells_chains": ess_kept,
+                        "ess_bulk_min_cells": ess_kept * eff})
+        return out
 
     def posterior_draws(self, m: int, rng: np.random.Generator) -> torch.Tensor:
         """m draws of x = (θ, v) from the fitted posterior. Laplace: fresh Gaussian draws. MCMC:
@@ -426,6 +450,9 @@ class NAPSUMQ(Generator):
         if self.draws_ is None:
             return self.laplace_.sample(m, rng)
         flat = self.draws_.reshape(-1, self.draws_.shape[-1])
+        weights = getattr(self, "weights_", None)
+        if weights is not None:  # sampling-importance-resampling from the reweighted draws
+            return flat[torch.as_tensor(rng.choice(flat.shape[0], size=m, replace=True, p=weights))]
         pick = np.concatenate([rng.permutation(flat.shape[0]) for _ in range(-(-m // flat.shape[0]))])[:m]
         return flat[torch.as_tensor(pick)]
 

@@ -194,8 +194,8 @@ class MaxEntModel:
         per junction-tree clique i (cells flattened in C order), the evidence ``mask[i]``
         (D + 1, n_i) of clamping each canonical statistic (row 0 free), ``to_sep[i]`` (n_i, n_s)
         summing a clique table onto its separator with the parent, ``parent_to_sep[i]`` (n_p, n_s)
-        the same from the parent's side, and ``to_canonical[i]`` (n_i, D_i) the canonical
-        statistics of the model cliques the junction-tree clique holds. Sums and broadcasts become
+        the same from the parent's side, and ``lift`` (D, Σ n_i) from θ to the log-potentials of
+        all cliques at once. Sums and broadcasts become
         products with small 0/1 matrices, which BLAS does far faster than strided broadcasting."""
         cache = self.__dict__.setdefault("_evidence_cache", {})
         if "flat_plan" in cache:
@@ -225,41 +225,63 @@ class MaxEntModel:
                 to_sep[i] = onehot(idx, width)
                 pidx, _ = index_of(jt.clique_domain(jt.parent[i]), sep)
                 parent_to_sep[i] = onehot(pidx, width)
-        masks = [torch.ones((self.D + 1, jt.clique_domain(i).size()), dtype=DTYPE) for i in range(k)]
-        to_canonical = [[] for _ in range(k)]
-        order = []  # the junction-tree clique that holds each model clique's canonical block
-        row = 1
+        # lift: θ → every clique's log-potential (flat, cliques concatenated) in one product; its
+        # rows are also the cells whose sum is each canonical statistic, so beliefs @ liftᵀ gives
+        # the statistics' probabilities; mask[i][1 + j] clamps statistic j's cells
+        sizes = [jt.clique_domain(i).size() for i in range(k)]
+        start = np.cumsum([0] + sizes)
+        lift = torch.zeros((self.D, int(start[-1])), dtype=DTYPE)
+        masks = [torch.ones((self.D + 1, n), dtype=DTYPE) for n in sizes]
+        row = 0
         for q, (c, cells) in enumerate(zip(self.cliques, self.canonical)):
             i = jt.assignment[q]
-            idx, width = index_of(jt.clique_domain(i), list(c))
+            idx, _ = index_of(jt.clique_domain(i), list(c))
             for j, cell in enumerate(cells):
-                masks[i][row + j] = torch.as_tensor(idx == cell, dtype=DTYPE)
-            to_canonical[i].append(onehot(idx, width)[:, torch.as_tensor(cells)])
-            order.append(i)
+                hit = torch.as_tensor(idx == cell, dtype=DTYPE)
+                masks[i][1 + row + j] = hit
+                lift[row + j, start[i]:start[i + 1]] = hit
             row += len(cells)
+        # (a statistic's probability is the sum of the same cells of the clique that holds it)
         plan = {"mask": masks, "to_sep": to_sep, "parent_to_sep": parent_to_sep,
-                "to_canonical": [torch.cat(t, dim=1) if t else None for t in to_canonical], "order": order}
+                "lift": lift, "sizes": sizes, "collect": lift.T.contiguous()}
         cache["flat_plan"] = plan
         return plan
 
     def canonical_moments(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(μ_D, M_D): means (…, D) and second moments (…, D, D) of the canonical statistics
         (Σ_D = ∇²A = M_D − μμᵀ), by clamping each canonical cell in a batched two-pass
-        sum-product in *linear* space on flattened clique tables (each clique's potential is shifted
-        by its maximum and every message renormalised, so nothing overflows). The same numbers as
-        :meth:`moments` restricted to :attr:`canonical_index`, clamping D cells instead of P, several
-        times faster, and differentiable in θ."""
+        sum-product in *linear* space on flattened clique tables (:meth:`_flat_pass`). The same
+        numbers as :meth:`moments` restricted to :attr:`canonical_index`, clamping D cells instead
+        of P, several times faster, and differentiable in θ."""
+        log_z, cond_can = self._flat_pass(theta, clamp=True)          # (…, D + 1), (…, D + 1, D)
+        mu = cond_can[..., 0, :]
+        p_j = torch.exp(log_z[..., 1:] - log_z[..., :1])
+        m2 = p_j.unsqueeze(-1) * cond_can[..., 1:, :]
+        return mu, 0.5 * (m2 + m2.transpose(-1, -2))
+
+    def canonical_means(self, theta: torch.Tensor) -> torch.Tensor:
+        """μ_D = E[a_D] (…, D), the means of the canonical statistics: one unclamped linear-space
+        pass (:meth:`_flat_pass`), an order of magnitude cheaper than :meth:`table_marginals` for
+        small cliques (a few dozen small matrix products instead of hundreds of broadcast ops)."""
+        return self._flat_pass(theta, clamp=False)[1][..., 0, :]
+
+    def _flat_pass(self, theta: torch.Tensor, clamp: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two-pass sum-product in linear space on flattened clique tables: each clique's
+        potential is shifted by its maximum and every message renormalised, so nothing
+        overflows. With ``clamp`` the batch gains an axis of D + 1 pieces of evidence (row 0
+        free, row 1 + j keeps only canonical cell j); without it, that axis has length 1.
+        Returns (log Z (…, R), P(canonical statistics | evidence) (…, R, D))."""
         jt = self.jt
         plan = self._flat_plan()
         theta = torch.as_tensor(theta, dtype=DTYPE)
         batch = tuple(theta.shape[:-1])
-        log_pots = jt.potentials(self.potentials(theta) + [Factor.zeros(self.domain.project(t)) for t in self.tables])
+        if theta.shape[-1] != self.D:
+            raise ValueError(f"theta must have last dimension D = {self.D}, got shape {tuple(theta.shape)}")
+        flat = (theta @ plan["lift"]).unsqueeze(-2)                  # (…, 1, cells of all cliques)
         pots, shift = [], 0.0
-        for p, mk in zip(log_pots, plan["mask"]):
-            v = p.values.reshape(tuple(p.values.shape[:len(p.batch_shape)]) + (1, -1))
-            v = v.expand(batch + v.shape[-2:]) if not p.batch_shape else v
+        for v, mk in zip(torch.split(flat, plan["sizes"], dim=-1), plan["mask"]):
             top = v.amax(dim=-1, keepdim=True)
-            pots.append(torch.exp(v - top) * mk)                     # (…, D + 1, n_i)
+            pots.append(torch.exp(v - top) * mk if clamp else torch.exp(v - top))   # (…, R, n_i)
             shift = shift + top[..., 0]
         k = len(jt.cliques)
         up, log_scale = [None] * k, 0.0
@@ -274,7 +296,7 @@ class MaxEntModel:
                 log_scale = log_scale + torch.log(norm[..., 0])
             else:
                 total = b.sum(-1)
-        log_z = log_scale + torch.log(total) + shift                 # (…, D + 1)
+        log_z = log_scale + torch.log(total) + shift                 # (…, R)
         down, belief = [None] * k, [None] * k
         for i in jt.bfs:
             base = pots[i] if down[i] is None else pots[i] * (down[i] @ plan["to_sep"][i].T)
@@ -290,17 +312,7 @@ class MaxEntModel:
                 msg = m @ plan["parent_to_sep"][c]
                 down[c] = msg / msg.sum(-1, keepdim=True)
             belief[i] = full / full.sum(-1, keepdim=True)
-        per_clique = {i: belief[i] @ plan["to_canonical"][i] for i in range(k) if plan["to_canonical"][i] is not None}
-        offsets = {i: 0 for i in per_clique}
-        parts = []
-        for i, cells in zip(plan["order"], self.canonical):
-            parts.append(per_clique[i][..., offsets[i]:offsets[i] + len(cells)])
-            offsets[i] += len(cells)
-        cond_can = torch.cat(parts, dim=-1)                           # (…, D + 1, D): row 1+j = P(· | cell j)
-        mu = cond_can[..., 0, :]
-        p_j = torch.exp(log_z[..., 1:] - log_z[..., :1])
-        m2 = p_j.unsqueeze(-1) * cond_can[..., 1:, :]
-        return mu, 0.5 * (m2 + m2.transpose(-1, -2))
+        return log_z, torch.cat(belief, dim=-1) @ plan["collect"]
 
     def sample(self, theta: torch.Tensor, n: int, rng: np.random.Generator) -> np.ndarray:
         """Codes (m, n, d) in domain order: n rows from each of the m parameter vectors in

@@ -227,12 +227,12 @@ class NoiseAwareLikelihood:
         with torch.no_grad():
             chol = self._terms(x_ref)[4]
         log_det = float(torch.log(torch.diagonal(chol)).sum())
-        cells = self.model.canonical_index if self.form == "reduced" else None
-
         def frozen(x: torch.Tensor) -> torch.Tensor:
-            mu = self.model.table_marginals(x[..., :self.D])
-            if cells is not None:
-                mu = torch.cat([mu[..., cells], torch.ones_like(mu[..., :1])], dim=-1)
+            if self.form == "reduced":
+                mu = self.model.canonical_means(x[..., :self.D])
+                mu = torch.cat([mu, torch.ones_like(mu[..., :1])], dim=-1)
+            else:
+                mu = self.model.table_marginals(x[..., :self.D])
             r = self.y - self.counts(x)[..., self.group_of_cell] * mu
             z = torch.linalg.solve_triangular(chol, r.unsqueeze(-1), upper=False).squeeze(-1)
             return -0.5 * (z ** 2).sum(-1) - log_det + self.log_prior(x)

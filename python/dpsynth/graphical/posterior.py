@@ -206,6 +206,7 @@ class HMCResult(_ChainSummary):
     ess_bulk: np.ndarray = field(repr=False)
     metric: torch.Tensor = field(repr=False, default=None)  # adapted covariance (inverse mass matrix)
     second_stage_accept: float = float("nan")  # delayed acceptance: share of first-stage passes kept
+    target: Callable = field(repr=False, default=None)  # the density the chains targeted at the end
 
 
 def _shrunk_covariance(x: np.ndarray) -> np.ndarray:
@@ -239,7 +240,8 @@ def _warmup_windows(warmup: int) -> list[int]:
 def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = None, warmup: int = 300,
         draws: int = 200, target_accept: float = 0.8, path_length: float = 0.5 * math.pi, jitter: float = 0.5,
         max_leapfrog: int = 64, rng: np.random.Generator | None = None,
-        step_size: float | None = None, surrogate: Callable | None = None) -> HMCResult:
+        step_size: float | None = None, surrogate: Callable | None = None,
+        delayed_acceptance: bool = True) -> HMCResult:
     """Hamiltonian Monte Carlo (Neal 2011) with a dense mass matrix adapted in warm-up, for a
     batch of chains that start at the rows of ``init`` (chains, dim) and advance together (one
     batched value-and-gradient per leapfrog step).
@@ -262,6 +264,11 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     ``log_prob`` invariant exactly; ``log_prob`` is evaluated once per iteration and never
     differentiated. The surrogate is rebuilt at the mean of the draws at the end of every warm-up
     window and fixed while sampling.
+
+    ``delayed_acceptance=False``: no second stage; the chains target the (final, fixed) surrogate
+    itself, which the result returns as ``target`` so that the caller can reweight the draws to
+    ``log_prob`` (:func:`psis_weights`). Cheaper per iteration and never sticky, at the price of
+    importance weights.
     """
     t0 = time.perf_counter()
     rng = rng if rng is not None else np.random.default_rng(0)
@@ -287,7 +294,8 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
         return torch.where(torch.isfinite(lp), lp, torch.full_like(lp, -math.inf))
 
     u, gx = u_and_grad(x)
-    lp_x = exact(x) if surrogate is not None else None
+    delayed = surrogate is not None and delayed_acceptance
+    lp_x = exact(x) if delayed else None
     second_stage = []
     n_grad = 1
     windows = _warmup_windows(warmup) if warmup > 0 else []
@@ -325,7 +333,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
             divergences += int((dh < -1000).sum())
         acc_prob = torch.exp(torch.clamp(dh, max=0.0))
         accept = torch.as_tensor(rng.random(chains), dtype=DTYPE) < acc_prob
-        if surrogate is not None:  # second stage: correct the surrogate to the exact density
+        if delayed:  # second stage: correct the surrogate to the exact density
             lp_n = torch.full_like(u, -math.inf)
             if bool(accept.any()):
                 lp_n[accept] = exact(xn[accept])
@@ -371,7 +379,41 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     return HMCResult(samples, float(np.mean(acc_kept)) if acc_kept else float("nan"), step,
                      float(np.mean(n_lf_kept)) if n_lf_kept else float("nan"), n_grad, divergences,
                      time.perf_counter() - t0, split_rhat(arr), ess_bulk(arr), metric,
-                     float(np.mean(second_stage)) if second_stage else float("nan"))
+                     float(np.mean(second_stage)) if second_stage else float("nan"), guide)
+
+
+#: fewer draws than this leave too few in the tail to fit its Pareto shape
+PSIS_MIN_DRAWS = 100
+
+
+def psis_weights(log_ratio, r_eff: float = 1.0) -> tuple[np.ndarray, float, float]:
+    """Pareto-smoothed importance sampling (Vehtari, Simpson, Gelman, Yao & Gabry 2024, via
+    arviz-stats) of draws whose log density ratio target/proposal is ``log_ratio`` (flat).
+    Returns (normalised weights, k̂, efficiency): k̂ ≤ 0.7 means the reweighted estimates are
+    reliable (with fewer than ``PSIS_MIN_DRAWS`` draws k̂ = ∞: raw weights, not to be trusted); efficiency = (1/Σw²)/n is the share of the draws' effective size that survives.
+
+    >>> w, k, eff = psis_weights(np.zeros(1000))
+    >>> round(float(w.sum()), 6), round(eff, 6)
+    (1.0, 1.0)
+    """
+    from arviz_stats.base import array_stats
+
+    lr = np.asarray(log_ratio, dtype=float).ravel()
+    if not np.isfinite(lr).any():
+        raise ValueError("every importance ratio is zero or undefined")
+    lr = np.where(np.isfinite(lr), lr, -np.inf)
+    finite = np.isfinite(lr)
+    lw = np.full(lr.shape, -np.inf)
+    if np.ptp(lr[finite]) < 1e-12:  # equal weights: nothing to smooth
+        lw[finite], khat = 0.0, -np.inf
+    elif finite.sum() < PSIS_MIN_DRAWS:  # too few draws to fit a Pareto tail: raw weights, no trust
+        lw[finite], khat = lr[finite], np.inf
+    else:
+        smoothed, khat = array_stats.psislw(lr[finite] - lr[finite].max(), r_eff=r_eff)
+        lw[finite] = np.asarray(smoothed, dtype=float)
+    w = np.exp(lw - lw.max())
+    w /= w.sum()
+    return w, float(khat), float(1.0 / np.sum(w ** 2) / w.size)
 
 
 # ---------------------------------------------------------------------- elliptical slice sampling
