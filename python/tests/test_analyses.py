@@ -97,13 +97,21 @@ def test_plan_two_predictors_measure_their_pair():
     assert missing_dependencies(parse_analysis("y ~ a + b", COLS), plan.fixed) == []
 
 
-def test_plan_three_predictors_leave_their_pairs_to_a_private_tree():
+def test_plan_three_predictors_measure_their_joint_table_when_small():
     plan = congenial_queries(parse_analyses("y ~ a + b + c", COLS), SIZES)
-    assert plan.fixed == [("y", "a"), ("y", "b"), ("y", "c")]
-    assert plan.select_among == [("a", "b"), ("a", "c"), ("b", "c")] and plan.covered == {"y", "a", "b", "c"}
-    # congenial: no fixed clique holds y with two predictors; any spanning tree over a, b, c links them
+    assert plan.fixed == [("y", "a"), ("y", "b"), ("y", "c"), ("a", "b", "c")] and plan.select_among == []
+    assert plan.covered == {"y", "a", "b", "c"}
+    # congenial: no fixed clique holds y with two predictors, and the design is measured whole
     assert not any("y" in q and len(q) > 2 for q in plan.fixed)
-    assert missing_dependencies(parse_analysis("y ~ a + b + c", COLS), plan.fixed + [("a", "b"), ("b", "c")]) == []
+    assert missing_dependencies(parse_analysis("y ~ a + b + c", COLS), plan.fixed) == []
+
+
+def test_plan_large_joint_leaves_predictor_pairs_to_a_private_tree():
+    a = parse_analysis("y ~ a + b + c", COLS)
+    plan = congenial_queries([a], SIZES, max_joint_cells=59)  # a × b × c = 60 cells
+    assert plan.fixed == [("y", "a"), ("y", "b"), ("y", "c")]
+    assert plan.select_among == [("a", "b"), ("a", "c"), ("b", "c")]
+    assert missing_dependencies(a, plan.fixed + [("a", "b"), ("b", "c")]) == []
 
 
 def test_plan_interaction_becomes_a_triple_and_absorbs_its_pairs():
@@ -113,16 +121,18 @@ def test_plan_interaction_becomes_a_triple_and_absorbs_its_pairs():
 
 def test_plan_large_k_leaves_predictor_pairs_to_a_private_spanning_tree():
     a = parse_analysis("y ~ a + b + c + d + e", COLS)
-    plan = congenial_queries([a], SIZES)
+    plan = congenial_queries([a], SIZES, max_joint_cells=100)  # 240 cells
     assert plan.fixed == [("y", p) for p in "abcde"]
     assert len(plan.select_among) == 10 and all("y" not in p for p in plan.select_among)
 
 
 def test_plan_skips_oversized_pairs_and_says_so():
-    plan = congenial_queries(parse_analyses("y ~ a + big + big2", COLS), SIZES, max_joint_cells=1500)
+    plan = congenial_queries(parse_analyses("y ~ a + big + big2", COLS), SIZES, max_pair_cells=1500)
     assert ("big", "big2") not in plan.fixed + plan.select_among and ("a", "big") in plan.select_among
     assert ("y", "big") in plan.fixed  # response pairs are always measured
-    assert plan.notes == ["big–big2: 120000 cells > max_joint_cells=1500; not measured as a pair"]
+    assert plan.notes == ["big–big2: 120000 cells > max_pair_cells=1500; not measured as a pair"]
+    with pytest.raises(ValueError, match="max_pair_cells"):
+        congenial_queries(parse_analyses("y ~ a + b", COLS), SIZES, max_pair_cells=0)
 
 
 def test_plan_several_analyses_deduplicated():

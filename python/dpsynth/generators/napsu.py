@@ -9,8 +9,8 @@ log-linear model p(x | θ) = exp(θᵀa(x) − A(θ)) with canonical (identifiab
 **Which marginals** (``analyses=``, ``queries=``). An analysis is a formula (``"income ~ age + race +
 sex"``) or a pair ``(response, [predictors])``. The synthetic data support it *congenially* when the
 model family contains the analysis model (:func:`dpsynth.analyses.congenial_queries`): the response
-with each predictor, the interactions the formula names, and the predictors' joint structure (all
-pairs for up to four predictors, else a tree chosen privately). Those cliques are measured with the
+with each predictor, the interactions the formula names, and the predictors' joint structure (their
+joint table when it has at most 256 cells, else a tree of predictor pairs chosen privately). Those cliques are measured with the
 whole budget when they cover every column; the other columns join through MST (private-pgm's
 maximum spanning tree, McKenna et al. 2021) paid from ``selection_share`` of ρ, half for the 1-way
 tables that score it and half for the exponential mechanisms (:func:`dpsynth.graphical.noise_aware.split_rho`).
@@ -31,25 +31,31 @@ cells is already extreme, and a vaguer prior leaves the parameters of near-empty
 one-sided, prior-dominated tails that no sampler crosses quickly (see
 ``shared/reference/napsu-validity.md``).
 
-- ``inference="hmc"`` (default): Hamiltonian Monte Carlo with a dense mass matrix adapted in
-  warm-up from the pooled draws of all chains (:func:`dpsynth.graphical.posterior.hmc`), 16 chains
-  started at draws from N(mode, 0.3² F⁻¹) (F the Fisher information at the mode), and delayed
-  acceptance: trajectories follow a cheap surrogate (the likelihood with its covariance frozen at
-  the draws' centre, :meth:`NoiseAwareLikelihood.surrogate`), and a second accept step corrects
-  every proposal to the exact density. Measured on Adult (10 columns, ε = 1, ``analyses=`` the
-  paper's regression): split R̂ of the cells 1.04–1.06 and bulk ESS 190–400 in ≈ 100 s on 2 cores,
-  short of the 1.01 / 400 targets, so such fits warn. Split-R̂ and bulk ESS of the released cells'
-  probabilities (what the synthetic data depend on) are checked against ``rhat_target`` and
-  ``ess_target``; when they miss, the chains run once more as long; when they still miss,
-  ``diagnostics_["mixed"]`` is False, a :class:`PosteriorNotMixedWarning` is raised at fit and at
-  every ``sample()``, and the reports say so (``on_not_mixed="raise"`` makes it an error).
+- ``inference="hmc"`` (default): Hamiltonian Monte Carlo (:func:`dpsynth.graphical.posterior.hmc`)
+  with a dense mass matrix adapted in warm-up from the pooled draws of all chains, 64 chains (one
+  batch) started at draws from N(mode, 0.3² F⁻¹) (F the Fisher information at the mode). The
+  chains target a cheap *surrogate*: the likelihood with its covariance V frozen at the warm-up
+  draws' centre (:meth:`NoiseAwareLikelihood.surrogate`, one unclamped message pass per gradient).
+  Up to ``IMPORTANCE_DRAWS`` draws, thinned evenly, are then reweighted to the exact posterior by
+  Pareto-smoothed importance sampling (PSIS; Vehtari et al. 2024), and the synthetic datasets are
+  drawn by sampling-importance-resampling. Diagnostics on the released cells' probabilities:
+  split-R̂ of the chains (``rhat_target``), bulk ESS times the importance efficiency
+  (``ess_target``) and the Pareto k̂ (≤ 0.7). When they miss, the chains run once more as long;
+  when they still miss, ``diagnostics_["mixed"]`` is False, a :class:`PosteriorNotMixedWarning` is
+  raised at fit and at every ``sample()``, and the reports say so (``on_not_mixed="raise"`` makes
+  it an error). Why not exact HMC: the exact gradient needs third derivatives of A(θ) (≈ 10× the
+  surrogate's cost); why not delayed acceptance (``"hmc-da"``): on Adult its second stage kept
+  47 % of proposals and chains stuck for up to 109 iterations (split R̂ 1.06 on every cell).
+- ``inference="hmc-da"``: delayed acceptance (Christen & Fox 2005): trajectories follow the
+  surrogate and a second accept step corrects every proposal to the exact density (exact, no
+  weights, but sticky where the surrogate is poor).
 - ``inference="laplace"``: draws from N(mode, H⁻¹) only; calibrated when every measured cell is
   well above the noise (the toy problem), far too wide on data with rare cells (Adult).
 - ``inference="slice"``: elliptical slice sampling with the Laplace reference (the earlier
   default; it does not mix on Adult).
 
-**Synthetic data.** ``sample(n, m)``: m posterior draws of θ (picked at random among the kept
-draws of all chains), and n rows from p(x | θ_j) for each. Combine analyses with the rules for fully
+**Synthetic data.** ``sample(n, m)``: m posterior draws of θ (resampled from the kept draws by
+their importance weights; uniformly for ``"hmc-da"`` and ``"slice"``), and n rows from p(x | θ_j) for each. Combine analyses with the rules for fully
 synthetic data (``dpsynth.fit_pooled(..., rule="synthetic")``).
 
 **Missing data** (``missing=``):
@@ -101,7 +107,7 @@ from .mst import Measurement, measure_marginals, mst_select
 DTYPE = torch.float64
 INFERENCE = ("hmc", "hmc-da", "laplace", "slice")
 #: chains, warm-up iterations, kept draws per chain, thinning
-MCMC_DEFAULTS = {"hmc": (64, 100, 300, 1), "hmc-da": (16, 300, 200, 1), "slice": (20, 20, 8, 2)}
+MCMC_DEFAULTS = {"hmc": (64, 100, 400, 1), "hmc-da": (16, 300, 200, 1), "slice": (20, 20, 8, 2)}
 #: ``"hmc"`` reweights at most this many draws (the chains thinned evenly): each needs one exact,
 #: clamped evaluation of the likelihood
 IMPORTANCE_DRAWS = 3200
@@ -144,7 +150,7 @@ class NAPSUMQ(Generator):
     selection_share : share of ρ for selection when some column is outside the fixed cliques
         (half 1-way tables, half exponential mechanisms); default 0.2. Nothing is spent on
         selection when the analyses' cliques cover every column.
-    inference : ``"hmc"`` (default), ``"laplace"`` or ``"slice"``; see the module docstring.
+    inference : ``"hmc"`` (default), ``"hmc-da"``, ``"laplace"`` or ``"slice"``; see the module docstring.
     prior_sd : sd of the N(0, prior_sd²) prior on θ (default 2.5; paper: 10).
     missing : ``"available-case"`` (default) or ``"level"`` (missing as an extra level).
     incomplete : with ``missing="level"``, the columns that may be missing (public knowledge; default all).
