@@ -48,6 +48,9 @@ class SynthResult:
     was asked to serve (``analyses=``). Both default to what the fitted generator records, so a
     result rebuilt from a saved generator keeps them; ``fit_pooled`` warns
     (``UncongenialAnalysisWarning``) when a formula needs a dependency no query carries.
+    ``missing_assumption`` and ``missing_share``: for datasets completed from incomplete private
+    data (NAPSU-MQ ``missing="mar"``), the identifying assumption and the released (noisy) share of
+    missing values per column.
     """
     datasets: list
     ledger: object
@@ -56,6 +59,8 @@ class SynthResult:
     generator: object = field(default=None, repr=False)
     queries: list | None = None
     analyses: list = field(default_factory=list)
+    missing_assumption: str | None = None  # what completed datasets assume about missing values (e.g. MAR)
+    missing_share: dict | None = None      # released share of missing values per incomplete column
 
     def __post_init__(self):
         if self.queries is None and self.generator is not None:

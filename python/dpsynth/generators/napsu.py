@@ -66,6 +66,19 @@ synthetic data (``dpsynth.fit_pooled(..., rule="synthetic")``).
   incomplete data the dense one with one n per group. The synthetic
   data are complete and estimate the complete-data distribution; valid when values are missing
   completely at random (MCAR).
+- ``"mar"``: valid under missing at random (MAR). Each column in ``incomplete`` (public
+  knowledge; default all) gets its missing value as an extra level, so the tables over it measure
+  its response indicator R_j jointly with the other columns (the ledger says so). Synthetic rows
+  are drawn from the fitted joint, and every missing-level cell is then filled in from the model's
+  conditional given the row's other values with the missing level excluded
+  (:meth:`MaxEntModel.complete`): p(x_j | x_−j, R_j = observed), the MAR identification, each
+  dataset with its own posterior draw, so posterior uncertainty reaches the completed datasets
+  and ``fit_pooled(rule="synthetic")`` applies. Validity needs every column that drives the
+  missingness in a measured table with x_j (name it in ``analyses=`` or ``queries=``).
+  ``result.missing_assumption`` and ``result.missing_share`` (noisy, from the release) go into the
+  reports. MNAR cannot be identified from the data: ``mnar_shift={col: δ}`` adds δ per level index
+  to the log-odds of the filled-in values (δ-adjustment sensitivity analysis, as mice's NARFCS);
+  the report then says "MNAR sensitivity analysis" instead of claiming validity.
 - ``"level"``: a missing value is an extra level of each column in ``incomplete`` (public
   knowledge: an option, never read from the data; default every column). Every row counts in every
   table (one n). The synthetic data carry the missingness pattern, for two-stage imputation and
@@ -111,9 +124,12 @@ MCMC_DEFAULTS = {"hmc": (64, 100, 400, 1), "hmc-da": (16, 300, 200, 1), "slice":
 #: ``"hmc"`` reweights at most this many draws (the chains thinned evenly): each needs one exact,
 #: clamped evaluation of the likelihood
 IMPORTANCE_DRAWS = 3200
+MAR_ASSUMPTION = ("missing at random (MAR): among rows alike in their other values, a missing value follows "
+                  "the distribution of the observed ones; the completed datasets estimate the complete-data "
+                  "distribution only under this assumption")
 #: Pareto k̂ above which importance-reweighted draws are not trusted (Vehtari et al. 2024)
 PARETO_K_MAX = 0.7
-MISSING_MODES = ("available-case", "level")
+MISSING_MODES = ("available-case", "level", "mar")
 PRIOR_SD = 2.5
 #: chains start at N(mode, INIT_SCALE² F⁻¹): spread out, yet inside the region where the frozen-V
 #: surrogate of delayed acceptance is close to the exact density
@@ -152,8 +168,12 @@ class NAPSUMQ(Generator):
         selection when the analyses' cliques cover every column.
     inference : ``"hmc"`` (default), ``"hmc-da"``, ``"laplace"`` or ``"slice"``; see the module docstring.
     prior_sd : sd of the N(0, prior_sd²) prior on θ (default 2.5; paper: 10).
-    missing : ``"available-case"`` (default) or ``"level"`` (missing as an extra level).
-    incomplete : with ``missing="level"``, the columns that may be missing (public knowledge; default all).
+    missing : ``"available-case"`` (default), ``"mar"`` (completed datasets, valid under MAR) or
+        ``"level"`` (missing as an extra level, kept in the output).
+    incomplete : with ``missing="mar"`` or ``"level"``, the columns that may be missing (public
+        knowledge; default all).
+    mnar_shift : with ``missing="mar"``, column → δ added per level index to the log-odds of the
+        filled-in values (NARFCS-style sensitivity analysis; 0 = MAR, δ > 0 moves them up the levels).
     forced_queries : with ``queries="mst"``, column tuples always measured; MST selects the rest.
     mcmc_chains, mcmc_warmup, mcmc_draws, mcmc_thin : sampler settings (chains run as one batch);
         None = :data:`MCMC_DEFAULTS` for the chosen ``inference``.
@@ -179,7 +199,7 @@ class NAPSUMQ(Generator):
 
     def __init__(self, epsilon: float, delta: float | None = None, queries="mst", inference: str = "hmc",
                  prior_sd: float = PRIOR_SD, missing: str = "available-case", incomplete=None, forced_queries=None,
-                 analyses=None, selection_share: float = 0.2,
+                 analyses=None, selection_share: float = 0.2, mnar_shift=None,
                  mcmc_chains: int | None = None, mcmc_warmup: int | None = None, mcmc_draws: int | None = None,
                  mcmc_thin: int | None = None, rhat_target: float = 1.01, ess_target: float = 400.0,
                  on_not_mixed: str = "warn", max_restarts: int = 5, max_cells: int = 3000):
@@ -202,10 +222,19 @@ class NAPSUMQ(Generator):
             raise ValueError(f"missing must be one of {MISSING_MODES}, got {missing!r}")
         self.missing = missing
         if incomplete is not None:
-            if missing != "level":
-                raise ValueError("incomplete= is used only with missing='level'")
+            if missing not in ("level", "mar"):
+                raise ValueError("incomplete= is used only with missing='mar' or 'level'")
             incomplete = [str(c) for c in ([incomplete] if isinstance(incomplete, str) else incomplete)]
         self.incomplete = incomplete
+        if mnar_shift is not None:
+            if missing != "mar":
+                raise ValueError("mnar_shift= is a sensitivity option of missing='mar'")
+            if not isinstance(mnar_shift, dict) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                    for v in mnar_shift.values()):
+                raise TypeError("mnar_shift must map column names to finite numbers, e.g. {'income': 0.5}")
+            mnar_shift = {str(k): float(v) for k, v in mnar_shift.items()}
+        self.mnar_shift = mnar_shift
         if forced_queries is not None:
             if queries != "mst":
                 raise ValueError("forced_queries is used only with queries='mst'; list them in queries instead")
@@ -237,7 +266,7 @@ class NAPSUMQ(Generator):
         names = self.schema_.names
         sizes = list(self.schema_.domain_sizes)
         level_cols = []
-        if self.missing == "level":
+        if self.missing in ("level", "mar"):
             level_cols = list(names) if self.incomplete is None else list(self.incomplete)
             unknown = [c for c in level_cols if c not in names]
             if unknown:
@@ -294,7 +323,7 @@ class NAPSUMQ(Generator):
             miss = codes[:, j] == MISSING
             if c in level_cols:
                 codes[miss, j] = domain.size(c) - 1
-            elif self.missing == "level" and miss.any():
+            elif self.missing in ("level", "mar") and miss.any():
                 raise ValueError(f"column {c!r} has missing values but is not listed in incomplete=; list every "
                                  "column that may be missing")
         self.domain_, self.level_columns_ = domain, level_cols
@@ -307,11 +336,14 @@ class NAPSUMQ(Generator):
     def _measure(self, codes, domain, source, fixed, among) -> list[Measurement]:
         """Selection (if any) and measurement, all in ρ; the split is recorded in ``rho_split_``."""
         rho = cdp_rho(self.epsilon, self.delta)
+        step = "NAPSU-MQ: marginals"
+        if self.level_columns_:  # the ledger says which tables carry the response indicators R_j
+            step += f" (missing as a level of {', '.join(self.level_columns_)}: tables over them measure R_j)"
         if self.queries != "mst":
             tables = maximal_cliques([*self.queries, *fixed])
             self.rho_split_ = split_rho(rho, self.selection_share, False)
             self.selected_queries_ = tables
-            return measure_marginals(codes, domain, tables, self.ledger, source, "NAPSU-MQ: marginals", rho=rho)
+            return measure_marginals(codes, domain, tables, self.ledger, source, step, rho=rho)
         forced = maximal_cliques([*self.forced_queries, *fixed])
         covered = set().union(*map(set, forced)) if forced else set()
         needs = len(domain) > 1 and (bool(among) or len(covered) < len(domain) or not forced)
@@ -319,7 +351,7 @@ class NAPSUMQ(Generator):
         self.rho_split_ = split
         if len(domain) == 1:
             self.selected_queries_ = [tuple(domain.attrs)]
-            return measure_marginals(codes, domain, [domain.attrs], self.ledger, source, "NAPSU-MQ: marginals", rho=rho)
+            return measure_marginals(codes, domain, [domain.attrs], self.ledger, source, step, rho=rho)
         one_way, cliques = [], list(forced)
         if needs:
             one_way, cliques = mst_select(codes, domain, rho, self.ledger, source, forced=forced,
@@ -327,7 +359,7 @@ class NAPSUMQ(Generator):
                                           step="NAPSU-MQ MST selection", first_among=among)
         tables = maximal_cliques(cliques)
         self.selected_queries_ = tables
-        measured = measure_marginals(codes, domain, tables, self.ledger, source, "NAPSU-MQ: marginals",
+        measured = measure_marginals(codes, domain, tables, self.ledger, source, step,
                                      rho=split.measurement)
         return one_way + measured
 
@@ -473,6 +505,10 @@ class NAPSUMQ(Generator):
             self._batch = None
         res.queries = [tuple(q) for q in self.model_.tables]
         res.analyses = list(getattr(self, "analyses_", []))
+        if self.missing == "mar":
+            res.missing_assumption = MAR_ASSUMPTION if not self.mnar_shift else \
+                f"MNAR sensitivity analysis: filled-in values shifted by δ = {self.mnar_shift} (log-odds per level)"
+            res.missing_share = dict(self.missing_share_)
         return res
 
     def _sample_frame(self, n, rng, index):
@@ -481,11 +517,23 @@ class NAPSUMQ(Generator):
             with _single_thread():
                 theta = self.posterior_draws(m, rng)[:, :self.model_.D]
                 self._batch = self.model_.sample(theta, n, rng)
+                if self.missing == "mar":
+                    self._batch = self._complete(theta, self._batch, rng)
         codes = self._batch[index].copy()
         for c in self.level_columns_:
             j = self.domain_.attrs.index(c)
             codes[codes[:, j] == self.domain_.size(c) - 1, j] = MISSING
         return self.schema_.decode(codes, rng)
+
+    def _complete(self, theta, codes, rng):
+        """``missing="mar"``: the released share of missing values per incomplete column (noisy:
+        post-processing of the release), then every missing-level cell filled in from the model's
+        conditional given the row's other values (:meth:`MaxEntModel.complete`, the MAR
+        identification), each dataset with its own posterior draw θ."""
+        level = {c: self.domain_.size(c) - 1 for c in self.level_columns_}
+        col = {a: j for j, a in enumerate(self.domain_.attrs)}
+        self.missing_share_ = {c: float((codes[:, :, col[c]] == k).mean()) for c, k in level.items()}
+        return self.model_.complete(theta, codes, level, rng, shift=self.mnar_shift)
 
 
 #: The paper's Adult setting (Supp. E): 10 columns; the 2-way marginals its analysis needs.

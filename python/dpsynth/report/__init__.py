@@ -172,7 +172,17 @@ def _diagnostics_section(result) -> str | None:
                     "for a longer run.</div>")
         else:
             note = f"<p>The sampler's chains mixed (largest split R̂ of the cells' probabilities {rhat:.3f}{ess_text}).</p>"
-    return note + _table(frame)
+    return note + _missing_note(result) + _table(frame)
+
+
+def _missing_note(result) -> str:
+    """The identifying assumption of completed datasets and the released share missing per column."""
+    assumption = getattr(result, "missing_assumption", None)
+    if not assumption:
+        return ""
+    shares = ", ".join(f"{c}: {v:.1%}" for c, v in (getattr(result, "missing_share", None) or {}).items())
+    return (f"<div class='banner'><b>Missing values were filled in.</b> Assumption: {html.escape(assumption)}."
+            + (f" Released share missing per column (noisy): {html.escape(shares)}." if shares else "") + "</div>")
 
 
 def _ledger_section(result) -> str:
