@@ -409,7 +409,8 @@ def psis_weights(log_ratio, r_eff: float = 1.0) -> tuple[np.ndarray, float, floa
     elif finite.sum() < PSIS_MIN_DRAWS:  # too few draws to fit a Pareto tail: raw weights, no trust
         lw[finite], khat = lr[finite], np.inf
     else:
-        smoothed, khat = array_stats.psislw(lr[finite] - lr[finite].max(), r_eff=r_eff)
+        # arviz-stats' psislw takes the *negated* log ratios (its LOO convention: log-likelihoods)
+        smoothed, khat = array_stats.psislw(lr[finite].max() - lr[finite], r_eff=r_eff)
         lw[finite] = np.asarray(smoothed, dtype=float)
     w = np.exp(lw - lw.max())
     w /= w.sum()
