@@ -73,6 +73,8 @@ schema_to_py <- function(schema) {
 #' @return An object of class `dpsynth_synds`: a list with `syn` (list of `m`
 #'   data.frames), `m`, `method`, `call`, `epsilon`, `delta`, `seed`,
 #'   `ledger` (see [dp_ledger()]), `diagnostics` (see [dp_diagnostics()]),
+#'   `noise_aware` (`TRUE` when each data set comes from its own posterior
+#'   draw, as the rule for fully synthetic data assumes),
 #'   `queries` (the public marginal tables the generator measured, a list of
 #'   character vectors; `NULL` when it does not say) and `analyses` (the
 #'   analysis formulas it was asked to serve). [dp_glm()] warns (class
@@ -106,6 +108,7 @@ dp_synthesize <- function(data, method, epsilon, delta = NULL, m = 1, seed = NUL
                  ledger = ledger_to_r(res$ledger),
                  diagnostics = diagnostics_to_r(res),
                  queries = queries_to_r(res),
+                 noise_aware = tryCatch(py_json(res$generator$noise_aware), error = function(e) NULL),
                  analyses = as.character(unlist(py_json(res$analyses)))),
             class = "dpsynth_synds")
 }
