@@ -401,27 +401,15 @@ pool_model_fits <- function(fits, notes, call, rule, dfcom, n_orig, conf.level, 
 # The engine's dropped table (0-based dataset index) -> R (1-based).
 dropped_to_r <- function(pdf) {
   d <- pandas_to_r(pdf)
-  if (!nrow(d)) {
-    return(data.frame(dataset = integer(), term = character(), reason = character(), stringsAsFactors = FALSE))
-  }
-  data.frame(dataset = as.integer(d$dataset) + 1L, term = as.character(d$term),
+  data.frame(dataset = as.integer(d$dataset) + rep(1L, nrow(d)), term = as.character(d$term),
              reason = as.character(d$reason), stringsAsFactors = FALSE)
 }
 
-# Python warnings (class name, message) -> R warnings. The degenerate-fit warning is
-# reworded for R (its numbers come from the engine's dropped table).
+# The engine's Python warnings (class name, message) -> R warnings, worded for R.
 relay_warnings <- function(msgs, what) {
   for (w in msgs) {
-    cls <- w[[1]]
-    msg <- w[[2]]
-    if (identical(cls, "DegenerateFitWarning")) {
-      msg <- sub("^fit_pooled:", paste0(what, ":"), msg)
-      msg <- sub("dataset\\(s\\)", "data set(s)", msg)
-      msg <- sub("see \\.dropped", "see $dropped", msg)
-    }
-    warning(structure(class = c(paste0("dpsynth_", tolower(gsub("([a-z])([A-Z])", "\\1_\\2", cls))), "warning",
-                                "condition"),
-                      list(message = msg, call = NULL)))
+    msg <- sub("dataset\\(s\\)", "data set(s)", sub("^fit_pooled:", paste0(what, ":"), w[[2]]))
+    warning(gsub("see \\.dropped", "see $dropped", msg), call. = FALSE)
   }
 }
 
