@@ -14,7 +14,7 @@
 #' A numeric column without bounds (or a character column without `levels`)
 #' is an error that names every such column and shows the call to fix it,
 #' unless `epsilon` is given: then the missing bounds are learned with OpenDP's
-#' private quantiles (1% and 99%, over a public grid of candidate values) and
+#' private quantiles (1\% and 99\%, over a public grid of candidate values) and
 #' the missing categories with OpenDP's thresholded (stable) histogram, which
 #' needs `delta`. That spend is kept in the schema (`$privacy`) and charged to
 #' the ledger of every release made with it, on top of the generator's
