@@ -290,7 +290,6 @@ pool_fits <- function(call, formula, data, model, family, extra, env, rule, dfco
     stop("pooling needs at least 2 synthetic data sets (m >= 2); synthesise with m = 2 or more",
          call. = FALSE)
   }
-  check_flat_rule(rule)
   congeniality <- check_congeniality(formula, data, names(frames[[1]]))
   fits <- lapply(frames, function(d) fit_one_dataset(model, formula, family, extra, env, d))
   environment(formula) <- globalenv()
@@ -301,15 +300,6 @@ pool_fits <- function(call, formula, data, model, family, extra, env, rule, dfco
                   what = paste0("dp_", model))
 }
 
-check_flat_rule <- function(rule) {
-  info <- rule_info(rule)
-  if (info$nested) {
-    stop(sprintf("rule '%s' needs nested data (M imputations x r syntheses); ", info$name),
-         "fit the models yourself and use dp_pool() with nested lists", call. = FALSE)
-  }
-  info
-}
-
 # A mira (or a list of fits) -> dpsynth_pooled, through the engine's pool_fits.
 pool_mira <- function(object, call, rule, dfcom, n_orig, conf.level, se_ratio, se_limit) {
   fits <- if (inherits(object, "mira")) object$analyses else object
@@ -318,7 +308,6 @@ pool_mira <- function(object, call, rule, dfcom, n_orig, conf.level, se_ratio, s
   }
   first <- Find(function(f) inherits(f, c("lm", "glm")), fits)
   if (is.null(first)) stop("the mira holds no lm or glm fits; dp_pool pools lm() and glm() fits", call. = FALSE)
-  check_flat_rule(rule)
   formula <- stats::formula(first)
   environment(formula) <- globalenv()
   model <- if (inherits(first, "glm")) "glm" else "lm"
@@ -350,16 +339,8 @@ fit_pieces <- function(f) {
 
 pool_model_fits <- function(fits, notes, call, rule, dfcom, n_orig, conf.level, se_ratio, se_limit,
                             formula, model, family, congeniality, synds, what) {
-  if (!is.null(se_ratio) && !(is.numeric(se_ratio) && length(se_ratio) == 1L && se_ratio > 1)) {
-    stop("`se_ratio` must be a number > 1, or NULL to disable the screen", call. = FALSE)
-  }
   pieces <- lapply(fits, fit_pieces)
   bad <- vapply(pieces, function(p) !is.null(p$error), NA)
-  if (all(bad)) {
-    stop("no synthetic data set gave a usable fit:\n",
-         paste(sprintf("  data set %d: %s", seq_along(pieces), vapply(pieces, `[[`, "", "error")),
-               collapse = "\n"), call. = FALSE)
-  }
   terms <- unique(unlist(lapply(pieces[!bad], function(p) names(p$coef))))
   m <- length(fits)
   est <- matrix(NA_real_, m, length(terms), dimnames = list(NULL, terms))

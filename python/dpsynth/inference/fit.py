@@ -733,8 +733,8 @@ def pool_fits(params, covs, rule: str = "synthetic", *, nobs=None, df_resid=None
     """
     rule = check_rule(rule)
     if rule in NESTED_RULES:
-        raise ValueError(f"pool_fits pools flat lists of fits; for rule {rule!r} use fit_pooled with nested data "
-                         "or pool() with nested estimates")
+        raise ValueError(f"rule {rule!r} needs nested data (M imputations x r syntheses): use fit_pooled with "
+                         "nested data, or pool() with nested estimates (dp_pool() with nested lists in R)")
     level = _check_level(conf_level)
     if se_ratio is not None and not se_ratio > 1:
         raise ValueError(f"se_ratio must be > 1 (or None to disable the screen); got {se_ratio!r}")
@@ -779,8 +779,8 @@ def pool_fits(params, covs, rule: str = "synthetic", *, nobs=None, df_resid=None
         fit.cov = pd.DataFrame(cov, index=names, columns=names)
         fits.append(fit)
     if not terms:
-        raise ValueError("no fit gave a usable result; the reasons:\n" +
-                         "\n".join(f"  fit {f.index + 1}: {f.error}" for f in fits))
+        raise ValueError("no synthetic data set gave a usable fit; the reasons:\n" +
+                         "\n".join(f"  data set {f.index + 1}: {f.error}" for f in fits))
     if noise_aware is not None:
         warn_not_noise_aware(rule, bool(noise_aware), m, method, stacklevel=2)
     fam = Family(str(family), str(family), None)
