@@ -369,6 +369,9 @@ pool_model_fits <- function(fits, notes, call, rule, dfcom, n_orig, conf.level, 
   relay_warnings(reticulate::py_to_r(py_item(out, 1L)), what)
   table <- pandas_to_r(res$to_frame())
   dropped <- dropped_to_r(res$dropped)
+  for (k in seq_len(nrow(dropped))) {  # the screens' verdicts, for dp_wald
+    est[dropped$dataset[k], if (is.na(dropped$term[k])) seq_along(terms) else dropped$term[k]] <- NA_real_
+  }
   notes_engine <- as.character(unlist(reticulate::py_to_r(res$notes())))
   nobs <- vapply(pieces, function(p) as.numeric(p$nobs %||% NA_real_), 0)
   new_pooled(table, call = call, rule = table$rule[[1]], m = m, conf.level = conf.level,
@@ -619,7 +622,8 @@ plot.dpsynth_pooled <- function(x, compare = NULL, intercept = FALSE, main = NUL
 #' The engine's `wald_test` (Li, Raghunathan & Rubin 1991 for rule `"mi"`,
 #' with the Reiter 2007 small-sample df; the analogues for the synthetic-data
 #' rules) on the per-data-set estimates and full covariance matrices kept by
-#' [dp_glm()], over the data sets where all tested terms were estimable.
+#' [dp_glm()], over the data sets valid (after the screens) for every
+#' estimated term, as the engine's `PooledResult.wald_test`.
 #'
 #' @param x A `dpsynth_pooled` object from [dp_glm()] or [dp_lm()].
 #' @param terms Terms to test jointly (default: all but the intercept). A
@@ -650,9 +654,12 @@ dp_wald <- function(x, terms = NULL, null = NULL) {
     stop("`terms` must name coefficients of the model: ", paste(all_terms, collapse = ", "), call. = FALSE)
   }
   j <- match(terms, all_terms)
-  ok <- apply(is.finite(x$qhat[, j, drop = FALSE]), 1, all) &
-    vapply(x$uhat, function(u) !is.null(u) && all(is.finite(u[j, j])), NA)
-  if (sum(ok) < 2L) stop("fewer than 2 data sets estimate all the tested terms", call. = FALSE)
+  # as the engine's PooledResult.wald_test: the data sets valid (after the screens) for every
+  # term estimated somewhere
+  joint <- which(colSums(is.finite(x$qhat)) > 0)
+  ok <- apply(is.finite(x$qhat[, joint, drop = FALSE]), 1, all) &
+    vapply(x$uhat, function(u) !is.null(u) && all(is.finite(u[joint, joint])), NA)
+  if (sum(ok) < 2L) stop("fewer than 2 data sets are valid for every estimated term", call. = FALSE)
   q <- x$qhat[ok, j, drop = FALSE]
   u <- lapply(x$uhat[ok], function(v) v[j, j, drop = FALSE])
   res <- py_try(dp_py()$inference$wald_test(py_nested(q), py_nested(u), rule = x$rule,
