@@ -145,3 +145,13 @@ def test_thresholded_histogram_does_not_release_a_rare_category():
 def test_unseeded_learning_uses_opendp(frame):
     s = Schema.from_dataframe(frame[["age", "city"]], epsilon=2.0, delta=1e-6)
     assert s["age"].lower < s["age"].upper and set(s["city"].categories) <= {"north", "south", "east"}
+
+
+def test_a_missing_data_wrapper_charges_the_schema_once(frame):
+    from dpsynth.missing.strategies import CompleteRows
+
+    s = Schema.from_dataframe(frame[["age", "sex"]], epsilon=1.0, seed=1)
+    gen = CompleteRows(1.0, generator="independent").fit(frame[["age", "sex"]], s, seed=2)
+    steps = gen.ledger.to_frame()["step"]
+    assert steps.str.startswith("schema: ").sum() == 2  # the two quantiles, not twice over
+    assert gen.ledger.total_epsilon() == pytest.approx(2.0)
