@@ -287,41 +287,27 @@ pool_fits <- function(call, formula, data, model, family, extra, env, rule, dfco
   if (!inherits(formula, "formula")) stop("`formula` must be a formula, e.g. y ~ x", call. = FALSE)
   frames <- synthetic_frames(data)
   if (length(frames) < 2L) {
-    stop("pooling needs at least 2 synthetic data sets (m >= 2); synthesise with m = 2 or more",
-         call. = FALSE)
+    stop("pooling needs at least 2 synthetic data sets (m >= 2); synthesise with m = 2 or more", call. = FALSE)
   }
-  congeniality <- check_congeniality(formula, data, names(frames[[1]]))
+  columns <- names(frames[[1]])
   fits <- lapply(frames, function(d) fit_one_dataset(model, formula, family, extra, env, d))
   environment(formula) <- globalenv()
-  pool_model_fits(lapply(fits, `[[`, "fit"), lapply(fits, `[[`, "notes"), call = call, rule = rule,
-                  dfcom = dfcom, n_orig = n_orig, conf.level = conf.level, se_ratio = se_ratio,
-                  se_limit = se_limit, formula = formula, model = model, family = family,
-                  congeniality = congeniality, synds = if (inherits(data, "dpsynth_synds")) data,
-                  what = paste0("dp_", model))
+  pool_model_fits(lapply(fits, `[[`, "fit"), lapply(fits, `[[`, "notes"), call, rule, dfcom, n_orig, conf.level,
+                  se_ratio, se_limit, formula, model, family, if (inherits(data, "dpsynth_synds")) data,
+                  columns, paste0("dp_", model))
 }
 
 # A mira (or a list of fits) -> dpsynth_pooled, through the engine's pool_fits.
 pool_mira <- function(object, call, rule, dfcom, n_orig, conf.level, se_ratio, se_limit) {
   fits <- if (inherits(object, "mira")) object$analyses else object
-  if (!is.list(fits) || length(fits) < 2L) {
-    stop("pooling needs the fits of at least 2 data sets (m >= 2)", call. = FALSE)
-  }
   first <- Find(function(f) inherits(f, c("lm", "glm")), fits)
   if (is.null(first)) stop("the mira holds no lm or glm fits; dp_pool pools lm() and glm() fits", call. = FALSE)
   formula <- stats::formula(first)
   environment(formula) <- globalenv()
   model <- if (inherits(first, "glm")) "glm" else "lm"
-  info <- object$dpsynth
-  congeniality <- character()
-  if (!is.null(info$queries)) {
-    congeniality <- check_congeniality(formula, structure(list(queries = info$queries), class = "dpsynth_synds"),
-                                       info$columns)
-  }
-  pool_model_fits(fits, lapply(fits, function(f) character()), call = call, rule = rule, dfcom = dfcom,
-                  n_orig = n_orig, conf.level = conf.level, se_ratio = se_ratio, se_limit = se_limit,
-                  formula = formula, model = model,
-                  family = if (model == "glm") stats::family(first),
-                  congeniality = congeniality, synds = info, what = "dp_pool")
+  pool_model_fits(fits, lapply(fits, function(f) character()), call, rule, dfcom, n_orig, conf.level, se_ratio,
+                  se_limit, formula, model, if (model == "glm") stats::family(first), object$dpsynth,
+                  object$dpsynth$columns, "dp_pool")
 }
 
 # One fit -> what the engine needs: coefficients (NA = aliased), the covariance of the
@@ -338,7 +324,10 @@ fit_pieces <- function(f) {
 }
 
 pool_model_fits <- function(fits, notes, call, rule, dfcom, n_orig, conf.level, se_ratio, se_limit,
-                            formula, model, family, congeniality, synds, what) {
+                            formula, model, family, synds, columns, what) {
+  congeniality <- if (!is.null(synds$queries)) {
+    check_congeniality(formula, structure(list(queries = synds$queries), class = "dpsynth_synds"), columns)
+  } else character()
   pieces <- lapply(fits, fit_pieces)
   bad <- vapply(pieces, function(p) !is.null(p$error), NA)
   terms <- unique(unlist(lapply(pieces[!bad], function(p) names(p$coef))))

@@ -55,11 +55,6 @@ dp_schema <- function(data, bounds = list(), levels = list(), bins = 16L, epsilo
   }
   bounds <- named_list(bounds, "bounds")
   levels <- named_list(levels, "levels")
-  for (b in names(bounds)) {
-    if (!is.numeric(bounds[[b]]) || length(bounds[[b]]) != 2L || anyNA(bounds[[b]])) {
-      stop(sprintf("bounds$%s must be two numbers c(lower, upper)", b), call. = FALSE)
-    }
-  }
   undeclared <- function(test, given) setdiff(names(data)[vapply(data, test, NA)], names(given))
   need_b <- undeclared(function(x) is.numeric(x) && !is.factor(x), bounds)
   need_l <- undeclared(is.character, levels)
@@ -82,18 +77,16 @@ dp_schema <- function(data, bounds = list(), levels = list(), bins = 16L, epsilo
 
 #' @export
 print.dpsynth_schema <- function(x, ...) {
-  cols <- x$columns
-  domain <- vapply(cols, function(c) {
+  domain <- vapply(x$columns, function(c) {
     if (identical(c$type, "categorical")) return(paste(unlist(c$categories), collapse = ", "))
-    sprintf("[%s, %s], %s bins%s", format(c$lower), format(c$upper), format(c$bins %||% 16L),
-            if (isTRUE(c$integer)) ", integer" else "")
+    sprintf("[%s, %s], %s bins%s", c$lower, c$upper, c$bins %||% 16L, if (isTRUE(c$integer)) ", integer" else "")
   }, "")
-  cat("Public schema (", length(cols), " columns)\n", sep = "")
-  print(data.frame(column = names(cols), type = vapply(cols, `[[`, "", "type"), domain = domain,
-                   source = vapply(cols, function(c) c$source %||% "", ""), row.names = NULL), right = FALSE)
+  cat("Public schema (", length(domain), " columns)\n", sep = "")
+  print(data.frame(column = names(domain), type = vapply(x$columns, `[[`, "", "type"), domain = domain,
+                   source = vapply(x$columns, function(c) c$source %||% "", ""), row.names = NULL), right = FALSE)
   if (!is.null(x$privacy)) {
     cat(sprintf("Learned under DP: epsilon = %s, delta = %s (%d spends), charged to every release's ledger\n",
-                format(x$privacy$epsilon), format(x$privacy$delta), length(x$privacy$spends)))
+                x$privacy$epsilon, x$privacy$delta, length(x$privacy$spends)))
   }
   invisible(x)
 }

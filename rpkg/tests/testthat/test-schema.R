@@ -88,7 +88,7 @@ test_that("dp_schema reads kinds from R types, declared levels and bounds, and v
   expect_null(sch$privacy)
   expect_error(dp_schema(d, bounds = list(i = c(0, 10))), "numeric columns without bounds: x")
   expect_error(dp_schema(d, bounds = list(i = c(0, 10), x = c(0, 5))), "character columns without categories: s")
-  expect_error(dp_schema(d, bounds = list(i = 3, x = c(0, 5))), "two numbers")
+  expect_error(dp_schema(d, bounds = list(i = 3, x = c(0, 5)), levels = list(s = "u")), "two numbers")
   expect_error(dp_schema(d, bounds = c(i = 3)), "named list")
   expect_error(dp_schema(list(a = 1)), "data.frame")
   expect_error(dp_schema(d, bounds = list(i = c(0, 10), x = c(0, 5)), epsilon = 1), "needs delta")
