@@ -115,8 +115,7 @@ pool_table <- function(q, u, rule, dfcom = NULL, n_syn = NULL, n_orig = NULL, te
 rule_info <- function(rule) {
   rules <- reticulate::import("dpsynth.inference.rules", convert = FALSE)
   name <- py_try(reticulate::py_to_r(rules$check_rule(rule)), "rule")
-  list(name = name, description = reticulate::py_to_r(rules$RULES)[[name]],
-       nested = name %in% c("two-stage", "two-stage-synthetic"))
+  list(name = name, description = reticulate::py_to_r(rules$RULES)[[name]])
 }
 
 new_pooled <- function(table, call, rule, m, conf.level, dfcom = NULL, ...) {
