@@ -99,6 +99,7 @@ run_shared_case <- function(kind, case) {
       }
     },
     pool = run_pool_case(case, tol),
+    schema_from_data = run_schema_from_data_case(case),
     testthat::skip(paste0("shared case kind '", kind, "' is not run from R yet"))
   )
 }
@@ -159,5 +160,48 @@ run_pool_case <- function(case, tol) {
                                                  terms = want$terms, names = input$terms,
                                                  dfcom = input$dfcom))
     for (key in c("statistic", "df1", "df2", "p.value", "riv")) expect_close(res[[key]], want[[key]], tol)
+  }
+}
+
+# ---- kind "schema_from_data": dpsynthr::dp_schema on the data.frame an R user would hold ----
+
+shared_typed_frame <- function(data, types) {
+  out <- lapply(names(data), function(name) {
+    v <- shared_values(data[[name]])
+    spec <- types[[name]]
+    switch(spec$type,
+           factor = factor(as.character(v), levels = as.character(unlist(spec$levels))),
+           integer = as.integer(v), double = as.numeric(v), logical = as.logical(v),
+           as.character(v))
+  })
+  names(out) <- names(data)
+  as.data.frame(out, stringsAsFactors = FALSE, optional = TRUE)
+}
+
+run_schema_from_data_case <- function(case) {
+  input <- case$input
+  expected <- case$expected
+  df <- shared_typed_frame(input$data, input$types)
+  args <- list(df, bounds = lapply(input$bounds, as.numeric), levels = lapply(input$levels, unlist),
+               bins = if (!is.null(input$bins)) as.integer(input$bins) else 16L,
+               epsilon = input$epsilon, delta = input$delta, seed = input$seed)
+  if (!is.null(expected$error)) {
+    msg <- tryCatch({ do.call(dpsynthr::dp_schema, args); "" }, error = conditionMessage)
+    for (name in unlist(expected$names)) testthat::expect_match(msg, name, fixed = TRUE)
+    testthat::expect_match(msg, expected$match, perl = TRUE)
+    return(invisible())
+  }
+  got <- do.call(dpsynthr::dp_schema, args)
+  for (name in names(expected$columns)) {
+    col <- got$columns[[name]]
+    col$source <- NULL
+    testthat::expect_equal(col, expected$columns[[name]], label = name)
+  }
+  if (!is.null(expected$privacy)) {
+    expect_close(got$privacy$epsilon, expected$privacy$epsilon, 1e-9)
+    expect_close(got$privacy$delta, expected$privacy$delta, 1e-12)
+    testthat::expect_length(got$privacy$spends, expected$privacy$spends)
+  } else {
+    testthat::expect_null(got$privacy)
   }
 }

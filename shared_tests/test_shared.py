@@ -62,8 +62,50 @@ def run_case(kind, case):
         assert len(got) == len(exp["missing"]), got
         for message, start in zip(got, exp["missing"]):
             assert message.startswith(start), (message, start)
+    elif kind == "schema_from_data":
+        run_schema_from_data_case(inp, exp)
     else:
         pytest.skip(f"kind {kind!r} has no Python runner yet")
+
+
+def typed_frame(data, types):
+    """The case's data with the dtypes an R user's data.frame would bring (see run_shared_tests.R)."""
+    cols = {}
+    for name, values in data.items():
+        kind = types[name]["type"]
+        if kind == "factor":
+            cols[name] = pd.Categorical(values, categories=types[name]["levels"])
+        elif kind == "integer":
+            cols[name] = pd.array(values, dtype="Int64")
+        elif kind == "double":
+            cols[name] = pd.array([np.nan if v is None else v for v in values], dtype="float64")
+        elif kind == "logical":
+            cols[name] = pd.array(values, dtype="boolean")
+        else:
+            cols[name] = pd.Series(values, dtype=object)
+    return pd.DataFrame(cols)
+
+
+def run_schema_from_data_case(inp, exp):
+    df = typed_frame(inp["data"], inp["types"])
+    kwds = {k: inp[k] for k in ("bounds", "levels", "bins", "epsilon", "delta", "seed") if k in inp}
+    if "error" in exp:
+        with pytest.raises({"ValueError": ValueError, "TypeError": TypeError}[exp["error"]]) as info:
+            dpsynth.Schema.from_dataframe(df, **kwds)
+        for name in exp["names"]:
+            assert name in str(info.value)
+        assert re.search(exp["match"], str(info.value))
+        return
+    got = dpsynth.Schema.from_dataframe(df, **kwds).to_dict()
+    for name, want in exp["columns"].items():
+        col = {k: v for k, v in got["columns"][name].items() if k != "source"}
+        assert col == want, (name, col)
+    if "privacy" in exp:
+        assert got["privacy"]["epsilon"] == pytest.approx(exp["privacy"]["epsilon"])
+        assert got["privacy"]["delta"] == pytest.approx(exp["privacy"]["delta"])
+        assert len(got["privacy"]["spends"]) == exp["privacy"]["spends"]
+    else:
+        assert "privacy" not in got
 
 
 def run_pool_case(inp, exp, case, tol):

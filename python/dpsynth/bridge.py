@@ -1,12 +1,20 @@
-"""Check the Python pooled tables against R's glm + mice::pool, through rpy2 (3.5.x for R 4.2).
+"""The one R ↔ pandas converter, used both ways: by dpsynthr (R → Python through reticulate) and by
+the checks of the Python tables against R's glm + mice::pool (Python → R through rpy2 3.5.x).
 
-The bridge sends each DataFrame to R column by column (never through rpy2's automatic pandas
-conversion, which loses NA in integer and logical columns and mishandles categoricals):
-Categorical → factor (levels and order kept, unused levels kept, NA → NA), bool/boolean →
-logical, integer (incl. nullable Int64) → integer (double if it does not fit), float → double
-(NaN → NA), strings/objects → character. Results come back column by column as plain numbers.
+Neither reticulate's (1.28) nor rpy2's automatic pandas conversion is used: they lose NA in integer
+and logical columns and mishandle categoricals. A column travels as plain lists (codes or values)
+plus an explicit NA mask, described by `split_column` and rebuilt by `make_column`:
+Categorical ↔ factor (levels and order kept, unused levels kept, NA → NA), bool/boolean (or an
+object column holding only bools) ↔ logical, integer (incl. nullable Int64) ↔ integer (double if it
+does not fit), float ↔ double (NaN ↔ NA), strings/objects ↔ character, datetime ↔ Date (POSIXct
+when a time of day is present). Only plain Python lists cross the boundary: reticulate 1.28 cannot
+exchange arrays with numpy >= 2 (`plain` turns numpy results into Python values for it).
 
-Functions:
+For dpsynthr (reticulate): `make_frame(names, specs, n)`, `split_frame(df)`, `plain(obj)`,
+`call_quietly(fn, *args, **kwds)` (a call whose Python warnings come back as data, so that R can
+raise them as R warnings).
+
+For the rpy2 checks:
 
 * `available()` → (ok, reason): can R and mice be used here?
 * `r_data_frame(df)`: the R data.frame (an rpy2 object);
@@ -88,30 +96,31 @@ def _require():
 
 
 def _r_column(series: pd.Series):
+    """One R vector from `split_column`'s description (the same pieces dpsynthr receives)."""
     ro = _require()
-    s = series
-    if isinstance(s.dtype, pd.CategoricalDtype):
-        codes = s.cat.codes.to_numpy()
-        values = ro.IntVector([int(c) + 1 if c >= 0 else ro.NA_Integer for c in codes])
-        levels = ro.StrVector([str(c) for c in s.cat.categories])
+    try:
+        spec = split_column(series)
+    except TypeError as err:
+        raise TypeError(f"column {series.name!r} has dtype {series.dtype}, which the bridge cannot send to R; "
+                        "use category, bool, integer, float or string") from err
+    kind = spec["kind"]
+    if kind == "factor":
+        values = ro.IntVector([int(c) + 1 if c >= 0 else ro.NA_Integer for c in spec["codes"]])
         make = ro.r("function(codes, levels, ordered) factor(levels[codes], levels = levels, ordered = ordered)")
-        return make(values, levels, ro.BoolVector([bool(s.cat.ordered)]))
-    mask = s.isna().to_numpy()
-    if pd.api.types.is_bool_dtype(s.dtype) or (s.dtype == object and s.dropna().map(type).eq(bool).all()
-                                               and s.notna().any()):
-        return ro.BoolVector([ro.NA_Logical if na else bool(v) for v, na in zip(s, mask)])
-    if pd.api.types.is_integer_dtype(s.dtype):
-        vals = s.to_numpy(dtype="float64", na_value=np.nan)
-        if np.nanmax(np.abs(vals), initial=0) < 2 ** 31 - 1:
-            return ro.IntVector([ro.NA_Integer if na else int(v) for v, na in zip(vals, mask)])
-        return ro.FloatVector([ro.NA_Real if na else float(v) for v, na in zip(vals, mask)])
-    if pd.api.types.is_numeric_dtype(s.dtype):
-        vals = s.to_numpy(dtype="float64", na_value=np.nan)
-        return ro.FloatVector([ro.NA_Real if na else float(v) for v, na in zip(vals, mask)])
-    if pd.api.types.is_string_dtype(s.dtype) or s.dtype == object:
-        return ro.StrVector([ro.NA_Character if na else str(v) for v, na in zip(s, mask)])
-    raise TypeError(f"column {series.name!r} has dtype {s.dtype}, which the bridge cannot send to R; "
-                    "use category, bool, integer, float or string")
+        return make(values, ro.StrVector(spec["levels"]), ro.BoolVector([spec["ordered"]]))
+    pairs = list(zip(spec["values"], spec["mask"]))
+    if kind == "logical":
+        return ro.BoolVector([ro.NA_Logical if na else bool(v) for v, na in pairs])
+    if kind == "integer":
+        return ro.IntVector([ro.NA_Integer if na else int(v) for v, na in pairs])
+    if kind == "character":
+        return ro.StrVector([ro.NA_Character if na else str(v) for v, na in pairs])
+    vec = ro.FloatVector([ro.NA_Real if na else float(v) for v, na in pairs])
+    if kind == "Date":
+        return ro.r("function(x) structure(x, class = 'Date')")(vec)
+    if kind == "POSIXct":
+        return ro.r("function(x) structure(x, class = c('POSIXct', 'POSIXt'), tzone = 'UTC')")(vec)
+    return vec
 
 
 def r_data_frame(df: pd.DataFrame):
@@ -232,3 +241,125 @@ def pool_scalar(Q, U, n=np.inf, k=1, rule: str = "rubin1987") -> dict:
               ro.FloatVector([float(n)]), ro.FloatVector([float(k)]), _RULES.get(rule, rule))
     names = ["qbar", "ubar", "b", "t", "df", "r", "fmi", "m"]
     return {name: float(v) for name, v in zip(names, res)}
+
+
+# ----------------------------------------------------------------------------------------------
+# The column descriptions (both directions) and dpsynthr's reticulate helpers
+# ----------------------------------------------------------------------------------------------
+
+def _arr(x, dtype):
+    return np.asarray(x, dtype=dtype).reshape(-1)
+
+
+def make_column(spec, n):
+    """Build one pandas column from a spec sent by R (a dict)."""
+    kind = spec["kind"]
+    mask = _arr(spec["mask"], bool) if "mask" in spec else np.zeros(n, bool)
+    if kind == "factor":
+        cats = pd.Index([str(c) for c in spec["levels"]], dtype=object)
+        return pd.Categorical.from_codes(_arr(spec["codes"], np.int64), categories=cats,
+                                         ordered=bool(spec["ordered"]))
+    if kind == "integer":
+        return pd.arrays.IntegerArray(_arr(spec["values"], np.int64), mask)
+    if kind == "logical":
+        return pd.arrays.BooleanArray(_arr(spec["values"], bool), mask)
+    if kind == "double":
+        values = _arr(spec["values"], np.float64).copy()
+        values[mask] = np.nan
+        return values
+    if kind == "character":
+        values = _arr(spec["values"], object).copy()
+        values[mask] = None
+        return pd.array(values, dtype=object)
+    if kind == "Date":
+        days = _arr(spec["values"], np.float64).copy()
+        days[mask] = np.nan
+        return pd.to_datetime(days, unit="D").astype("datetime64[ns]")
+    raise TypeError(f"bridge: cannot convert column kind {kind!r}")
+
+
+def make_frame(names, specs, n):
+    n = int(n)
+    cols = {str(name): make_column(spec, n) for name, spec in zip(names, specs)}
+    return pd.DataFrame(cols, index=pd.RangeIndex(n), columns=[str(c) for c in names])
+
+
+def split_column(col):
+    """Describe one pandas column as R-friendly pieces (a dict)."""
+    dtype = col.dtype
+    mask = col.isna().to_numpy(dtype=bool).tolist()
+    if isinstance(dtype, pd.CategoricalDtype):
+        return {"kind": "factor", "codes": col.cat.codes.to_numpy(dtype=np.int64).tolist(),
+                "levels": [str(c) for c in dtype.categories],
+                "ordered": bool(dtype.ordered)}
+    if pd.api.types.is_bool_dtype(dtype):
+        return {"kind": "logical", "values": col.fillna(False).to_numpy(dtype=bool).tolist(), "mask": mask}
+    if pd.api.types.is_integer_dtype(dtype):
+        values = col.fillna(0).to_numpy(dtype=np.int64)
+        if values.size and np.abs(values).max() > 2**31 - 1:
+            return {"kind": "double", "values": values.astype(np.float64).tolist(), "mask": mask}
+        return {"kind": "integer", "values": values.tolist(), "mask": mask}
+    if pd.api.types.is_float_dtype(dtype):
+        return {"kind": "double", "values": col.to_numpy(dtype=np.float64, na_value=np.nan).tolist(), "mask": mask}
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        if getattr(dtype, "tz", None) is not None:
+            col = col.dt.tz_convert("UTC").dt.tz_localize(None)
+        ns = col.to_numpy(dtype="datetime64[ns]").astype(np.int64).astype(np.float64)
+        ns[np.asarray(mask, dtype=bool)] = 0.0
+        midnight = bool(np.all(ns % 86400e9 == 0))
+        return {"kind": "Date" if midnight else "POSIXct",
+                "values": (ns / (86400e9 if midnight else 1e9)).tolist(), "mask": mask}
+    if pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype):
+        present = [v for v, m in zip(col.tolist(), mask) if not m]
+        if present and all(isinstance(v, (bool, np.bool_)) for v in present):
+            return {"kind": "logical", "values": [False if m else bool(v) for v, m in zip(col.tolist(), mask)],
+                    "mask": mask}
+        values = ["" if m else str(v) for v, m in zip(col.tolist(), mask)]
+        return {"kind": "character", "values": values, "mask": mask}
+    raise TypeError(f"bridge: cannot convert column {col.name!r} of dtype {dtype} to R")
+
+
+def split_frame(df):
+    return {"names": [str(c) for c in df.columns],
+            "n": int(len(df)),
+            "columns": [split_column(df.iloc[:, j]) for j in range(df.shape[1])]}
+
+
+def plain(obj):
+    """A result as plain Python values (dict, list, float, int, bool, str, None), so that
+    reticulate 1.28 can convert it: numpy scalars and arrays (which it cannot convert with
+    numpy >= 2) become Python numbers and lists, pandas Series lists, tuples lists."""
+    if isinstance(obj, dict):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, pd.Series):
+        return [plain(v) for v in obj.tolist()]
+    if isinstance(obj, np.ndarray):
+        return [plain(v) for v in obj.tolist()]
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if obj is pd.NA or obj is pd.NaT:
+        return None
+    return obj
+
+
+def call_quietly(fn, *args, **kwds):
+    """``(fn(*args, **kwds), [[warning class name, message], ...])``: the call's Python warnings as
+    data (not printed), so that dpsynthr can raise them as R warnings."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn(*args, **kwds)
+    seen, msgs = set(), []
+    for w in caught:
+        key = (w.category.__name__, str(w.message))
+        if key not in seen:
+            seen.add(key)
+            msgs.append(list(key))
+    return out, msgs

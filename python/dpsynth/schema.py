@@ -167,6 +167,7 @@ class Schema:
     name: str | None = None
     description: str | None = None
     data_derived: bool = False
+    privacy: dict | None = None  # domains learned under DP: {"epsilon", "delta", "relation", "spends"}
 
     # ---------------------------------------------------------------- constructors
     @classmethod
@@ -181,8 +182,16 @@ class Schema:
         if len(spec) == 0:
             raise ValueError("a schema needs at least one column")
         cols = {str(n): _column_from_dict(str(n), s) for n, s in spec.items()}
+        privacy = meta.get("privacy")
+        if privacy is not None:
+            if not isinstance(privacy, Mapping) or "epsilon" not in privacy or "spends" not in privacy:
+                raise ValueError("schema 'privacy' must be the record written by Schema.from_dataframe(epsilon=): "
+                                 "a dict with 'epsilon', 'delta' and 'spends'")
+            privacy = {"epsilon": float(privacy["epsilon"]), "delta": float(privacy.get("delta") or 0.0),
+                       "relation": privacy.get("relation", "replace-one"),
+                       "spends": [dict(x) for x in privacy["spends"]]}
         return cls(cols, name=meta.get("name"), description=meta.get("description"),
-                   data_derived=bool(meta.get("data_derived", False)))
+                   data_derived=bool(meta.get("data_derived", False)), privacy=privacy)
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> "Schema":
@@ -190,13 +199,110 @@ class Schema:
             return cls.from_dict(json.load(fh))
 
     @classmethod
-    def from_dataframe(cls, df: pd.DataFrame, bins: int = DEFAULT_BINS) -> "Schema":
-        """Read categories and min/max from the data. NOT private: warns, and the schema is
-        marked ``data_derived`` (generators record this in the ledger)."""
-        warnings.warn("Schema.from_dataframe reads categories and bounds from the private data; "
-                      "the result is not differentially private. Write the schema from public "
-                      "documentation instead.", DataDerivedSchemaWarning, stacklevel=2)
+    def from_dataframe(cls, df: pd.DataFrame, bounds: Mapping[str, Sequence[float]] | None = None,
+                       levels: Mapping[str, Sequence] | None = None, bins: int | Mapping[str, Any] = DEFAULT_BINS,
+                       epsilon: float | None = None, delta: float | None = None, *, seed: int | None = None,
+                       candidates=None, quantiles: tuple[float, float] = (0.01, 0.99),
+                       read_private_domains: bool = False) -> "Schema":
+        """The public schema of ``df`` from its *declared* metadata (``df`` is never modified).
+
+        * column kinds from the dtypes: a pandas ``category`` is categorical, its categories are
+          the public levels (metadata the caller declares public, recorded in ``source``); bool is
+          categorical [False, True]; numbers are numeric (integer dtypes marked ``integer``);
+          strings/objects are categorical and need ``levels`` (or ``epsilon``, see below);
+        * ``bounds``: ``{"col": (lower, upper)}`` for the numeric columns (public bounds);
+        * ``levels``: ``{"col": [...]}`` categories for a string column (or to override a
+          category's levels);
+        * ``bins``: equal-width bins for every numeric column, or ``{"col": bins}`` per column.
+
+        A numeric column without bounds (or a string column without levels) is an error naming every
+        such column, unless ``epsilon`` is given: then the missing bounds are learned with OpenDP's
+        private quantiles (the ``quantiles``, over the public grid ``candidates``, default
+        :func:`dpsynth.privacy.domains.default_candidates`) and the missing categories with OpenDP's
+        thresholded histogram (needs ``delta``), the budget split evenly over the mechanisms; see
+        :mod:`dpsynth.privacy.domains`. The spends are kept in ``schema.privacy`` and charged to the
+        ledger of every release made with this schema (on top of the generator's own budget).
+        ``seed`` makes that learning repeatable (tests only; not private).
+        ``read_private_domains=True`` is the old exploration path: min/max and distinct values read
+        from the data without noise; it warns, and the ledger's total becomes infinite.
+
+        Example
+        -------
+        >>> import pandas as pd
+        >>> df = pd.DataFrame({"sex": pd.Categorical(["F", "M", None]), "age": [31, 45, 60]})
+        >>> s = Schema.from_dataframe(df, bounds={"age": (0, 120)})
+        >>> s["sex"].categories, (s["age"].lower, s["age"].upper, s["age"].integer)
+        (('F', 'M'), (0, 120, True))
+        >>> Schema.from_dataframe(df)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: numeric columns ['age'] have no bounds...
+        >>> s = Schema.from_dataframe(df, epsilon=0.5, seed=1)
+        >>> s.privacy["epsilon"], s["age"].source.startswith("learned")
+        (0.5, True)
+        """
         _check_frame(df)
+        if read_private_domains:
+            return cls._from_dataframe_unprotected(df, bins if isinstance(bins, int) else DEFAULT_BINS)
+        names = [str(c) for c in df.columns]
+        bounds = _name_map(bounds, "bounds", names)
+        levels = _name_map(levels, "levels", names)
+        bins_map = _name_map(bins, "bins", names) if isinstance(bins, Mapping) else None
+        for name, b in bounds.items():
+            if isinstance(b, (str, bytes)) or not hasattr(b, "__len__") or len(b) != 2:
+                raise ValueError(f"bounds[{name!r}] must be two numbers (lower, upper), e.g. bounds={{{name!r}: (0, 100)}}")
+        cols, need_bounds, need_levels = {}, [], []
+        declared = "declared public by the caller"
+        for c in df.columns:
+            name, s = str(c), df[c]
+            if name in levels:
+                cols[name] = ("categorical", {"type": "categorical", "categories": list(levels[name]),
+                                              "source": f"levels= {declared}"})
+            elif isinstance(s.dtype, pd.CategoricalDtype):
+                cols[name] = ("categorical", {"type": "categorical", "categories": list(s.cat.categories),
+                                              "ordered": bool(s.cat.ordered),
+                                              "source": f"factor levels {declared} (metadata, not read from the rows)"})
+            elif pd.api.types.is_bool_dtype(s.dtype):
+                cols[name] = ("categorical", {"type": "categorical", "categories": [False, True],
+                                              "source": "the logical type's values"})
+            elif pd.api.types.is_numeric_dtype(s.dtype):
+                spec = {"type": "numeric", "integer": bool(pd.api.types.is_integer_dtype(s.dtype))}
+                nb = bins_map.get(name, DEFAULT_BINS) if bins_map is not None else bins
+                if nb is not None:
+                    spec["bins"] = nb
+                if name in bounds:
+                    spec.update(lower=_number(bounds[name][0], name), upper=_number(bounds[name][1], name),
+                                source=f"bounds= {declared}")
+                else:
+                    need_bounds.append(name)
+                cols[name] = ("numeric", spec)
+            elif pd.api.types.is_object_dtype(s.dtype) or pd.api.types.is_string_dtype(s.dtype):
+                need_levels.append(name)
+                cols[name] = ("categorical", {"type": "categorical"})
+            else:
+                raise TypeError(f"column {name!r} has dtype {s.dtype}, which has no schema kind; convert it to "
+                                "a category, a number or a bool first")
+        extra = sorted((set(bounds) - {n for n, (k, _) in cols.items() if k == "numeric"}))
+        if extra:
+            raise ValueError(f"bounds were given for {extra}, which are not numeric columns; drop them from bounds")
+        privacy = None
+        if need_bounds or need_levels:
+            if epsilon is None:
+                raise ValueError(_missing_domains_message(need_bounds, need_levels))
+            privacy = _learn_domains(df, cols, need_bounds, need_levels, epsilon, delta, seed, candidates, quantiles)
+        elif epsilon is not None:
+            warnings.warn("epsilon was given but every domain is declared: nothing is learned and nothing spent",
+                          UserWarning, stacklevel=2)
+        schema = cls.from_dict({n: spec for n, (_, spec) in cols.items()})
+        schema.privacy = privacy
+        return schema
+
+    @classmethod
+    def _from_dataframe_unprotected(cls, df: pd.DataFrame, bins: int) -> "Schema":
+        warnings.warn("Schema.from_dataframe(read_private_domains=True) reads categories and bounds from the "
+                      "private data; the result is not differentially private. Declare bounds= and levels= "
+                      "(public documentation) or pay for them with epsilon= instead.",
+                      DataDerivedSchemaWarning, stacklevel=3)
         cols = {}
         for c in df.columns:
             s = df[c]
@@ -222,6 +328,8 @@ class Schema:
             out["description"] = self.description
         if self.data_derived:
             out["data_derived"] = True
+        if self.privacy:
+            out["privacy"] = self.privacy
         out["columns"] = {n: c.to_dict() for n, c in self.columns.items()}
         return out
 
@@ -249,7 +357,8 @@ class Schema:
         unknown = [n for n in names if n not in self.columns]
         if unknown:
             raise ValueError(f"columns {unknown} are not in the schema")
-        return Schema({n: self.columns[n] for n in names}, name=self.name, data_derived=self.data_derived)
+        return Schema({n: self.columns[n] for n in names}, name=self.name, data_derived=self.data_derived,
+                      privacy=self.privacy)
 
     def require_bounds(self) -> None:
         missing = [c.name for c in self.columns.values() if not c.is_categorical and not c.has_bounds
@@ -332,6 +441,79 @@ class Schema:
 
 
 # -------------------------------------------------------------------- helpers
+def _name_map(x, what: str, names) -> dict:
+    if x is None:
+        return {}
+    if not isinstance(x, Mapping):
+        raise TypeError(f"{what} must be a dict keyed by column name, e.g. {what}={{'age': ...}}; "
+                        f"got {type(x).__name__}")
+    unknown = [str(k) for k in x if str(k) not in names]
+    if unknown:
+        raise ValueError(f"{what} names columns {unknown} that are not in the data; the columns are {names}")
+    return {str(k): v for k, v in x.items()}
+
+
+def _number(v, name):
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+        raise ValueError(f"bounds for {name!r} must be finite numbers; got {v!r}")
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _missing_domains_message(need_bounds, need_levels) -> str:
+    parts = []
+    if need_bounds:
+        example = ", ".join(f"{n!r}: (lo, hi)" for n in need_bounds)
+        parts.append(f"numeric columns {need_bounds} have no bounds: declare public ones with "
+                     f"bounds={{{example}}}")
+    if need_levels:
+        example = ", ".join(f"{n!r}: [...]" for n in need_levels)
+        parts.append(f"text columns {need_levels} have no categories: declare them with levels={{{example}}} "
+                     "(or make them pandas categoricals)")
+    return ("; ".join(parts) + "; or learn them under differential privacy with epsilon= (e.g. epsilon=0.1"
+            + (", delta=1e-6" if need_levels else "") + "), which is charged to every release's ledger. "
+            "dpsynth never reads domains from the private rows for free.")
+
+
+def _learn_domains(df, cols, need_bounds, need_levels, epsilon, delta, seed, candidates, quantiles) -> dict:
+    """Learn the missing bounds/categories under DP; fills ``cols`` in place; returns the privacy record."""
+    from .privacy import NoiseSource, PrivacyLedger, check_epsilon
+    from .privacy.domains import RELATION, private_bounds, private_categories
+
+    epsilon = check_epsilon(epsilon)
+    if need_levels and delta is None:
+        raise ValueError(f"learning the categories of {need_levels} needs delta= too (the thresholded "
+                         "histogram is (epsilon, delta)-DP), e.g. delta=1e-6; or declare them with levels=")
+    if not need_levels and delta:
+        warnings.warn("delta is only spent on learning categories; none is needed here", UserWarning, stacklevel=3)
+        delta = None
+    k = len(need_bounds) + len(need_levels)
+    share = epsilon / k
+    led = PrivacyLedger(epsilon, delta or 0.0)
+    source = NoiseSource(seed)
+    lo_q, hi_q = quantiles
+    for name in need_bounds:
+        lo, hi = private_bounds(df[name], epsilon=share, ledger=led, source=source, step=f"bounds of {name!r}",
+                                candidates=candidates, lower_q=lo_q, upper_q=hi_q)
+        spec = cols[name][1]
+        if spec.get("integer"):
+            lo, hi = math.floor(lo), math.ceil(hi)
+            hi = hi if hi > lo else lo + 1
+        spec.update(lower=lo, upper=hi, source=f"learned under DP (OpenDP private quantiles {lo_q:g}/{hi_q:g}, "
+                                                f"epsilon={share:.6g}); values outside are clipped")
+    for name in need_levels:
+        cats = private_categories(df[name], epsilon=share, delta=delta / len(need_levels), ledger=led,
+                                  source=source, step=f"categories of {name!r}")
+        if not cats:
+            raise ValueError(f"no value of column {name!r} was frequent enough to be released at epsilon={share:.3g}: "
+                             f"declare its categories with levels={{{name!r}: [...]}} or give more epsilon")
+        cols[name][1].update(categories=cats, source=f"learned under DP (OpenDP thresholded histogram, "
+                                                     f"epsilon={share:.6g}, delta={delta / len(need_levels):.3g})")
+    spends = [{"step": s.step, "mechanism": s.mechanism, "epsilon": s.epsilon, "delta": s.delta,
+               "sensitivity": s.sensitivity, "norm": s.norm, "relation": s.relation, "note": s.note}
+              for s in led.spends]
+    return {"epsilon": led.total_epsilon(), "delta": led.total_delta(), "relation": RELATION, "spends": spends}
+
+
 def _json_default(o):
     if isinstance(o, np.integer):
         return int(o)

@@ -6,6 +6,8 @@ drawn from a correct (non-DP) posterior predictive, of the two two-stage rules, 
 rejection rate of the D1 test.
 """
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -549,3 +551,46 @@ def test_synthetic_rule_warns_for_generators_that_are_not_noise_aware(toy):
     res = dpsynth.synthesize(df, schema, "independent", epsilon=1.0, m=3, seed=1)
     with pytest.warns(NotNoiseAwareWarning, match="napsu-mq"):
         dpsynth.fit_pooled(res, "age ~ sex", rule="synthetic")
+
+
+def test_pool_fits_applies_fit_pooleds_policy_to_fits_made_elsewhere():
+    """The one pooling policy: pool_fits on the per-dataset estimates and covariances that
+    fit_pooled's own statsmodels fits produce gives the same table, drops and notes."""
+    import statsmodels.formula.api as smf
+
+    from dpsynth.inference import NotNoiseAwareWarning, pool_fits
+
+    rng = np.random.default_rng(5)
+    frames = []
+    for _ in range(5):
+        x = rng.normal(size=80)
+        frames.append(pd.DataFrame({"x": x, "y": 1 + 0.5 * x + rng.normal(size=80)}))
+    frames[2]["x"] = 0.0  # aliased slope in dataset 3
+    for rule in ("synthetic", "mi", "reiter2003"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref = dpsynth.fit_pooled(frames, "y ~ x", rule=rule)
+        params, covs, dfs, nobs = [], [], [], []
+        for f in ref.fits:
+            p = {t: (f.params[t] if t in f.params.index else np.nan) for t in ["Intercept", "x"]}
+            params.append(p)
+            covs.append(f.cov.to_numpy().tolist())
+            dfs.append(f.df_resid)
+            nobs.append(f.nobs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = pool_fits(params, covs, rule=rule, df_resid=dfs, nobs=nobs, formula="y ~ x")
+        cols = ["estimate", "ubar", "b", "t", "df", "std.error", "conf.low", "conf.high"]
+        np.testing.assert_allclose(got.to_frame()[cols].to_numpy(float), ref.to_frame()[cols].to_numpy(float),
+                                   rtol=1e-10, equal_nan=True)
+        assert got.dropped["reason"].tolist() == ref.dropped["reason"].tolist()
+        assert got.notes() == ref.notes()
+    with pytest.warns(NotNoiseAwareWarning):
+        pool_fits(params, covs, df_resid=dfs, noise_aware=False, method="privbayes")
+    with pytest.raises(ValueError, match="covariance matrix"):
+        pool_fits(params, [[[1.0]]] * 5)
+    with pytest.raises(ValueError, match="at least 2"):
+        pool_fits(params[:1], covs[:1])
+    failed = pool_fits([None] + params[1:], [None] + covs[1:], errors=["the fit failed: boom"] + [None] * 4,
+                       df_resid=dfs)
+    assert failed.dropped["reason"].iloc[0] == "the fit failed: boom"

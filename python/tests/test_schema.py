@@ -90,7 +90,7 @@ def test_json_roundtrip_is_atomic_and_lossless(tmp_path, adult):
 def test_from_dataframe_warns_and_marks(toy):
     df, _ = toy
     with pytest.warns(DataDerivedSchemaWarning):
-        s = Schema.from_dataframe(df)
+        s = Schema.from_dataframe(df, read_private_domains=True)
     assert s.data_derived
     gen = dpsynth.IndependentMarginals(1.0).fit(df, s, seed=0)
     assert gen.ledger.total_epsilon() == float("inf")

@@ -21,33 +21,6 @@ dp_dataset <- function(name) {
 
 py_item <- function(x, i) reticulate::py_get_item(x, i)
 
-# Schema <-> R list via JSON, so that one-element category lists stay lists
-# and nulls stay nulls (reticulate's list conversion simplifies both).
-schema_to_r <- function(schema_py) {
-  json <- reticulate::import("json", convert = FALSE)
-  jsonlite::fromJSON(reticulate::py_to_r(json$dumps(schema_py$to_dict())),
-                     simplifyVector = FALSE)
-}
-
-schema_to_py <- function(schema) {
-  dp <- dp_py()
-  if (is.character(schema) && length(schema) == 1L) return(dp$Schema$from_json(schema))
-  if (!is.list(schema)) {
-    stop("`schema` must be a list (as attr(dp_dataset(...), \"dp_schema\")) or a path to a schema JSON file",
-         call. = FALSE)
-  }
-  # Keep vectors such as `categories = "a"` as JSON arrays.
-  protect <- function(cols) lapply(cols, function(col) {
-    if (is.list(col) && !is.null(col$categories) && is.atomic(col$categories)) {
-      col$categories <- I(col$categories)
-    }
-    col
-  })
-  if (is.list(schema[["columns"]])) schema[["columns"]] <- protect(schema[["columns"]]) else schema <- protect(schema)
-  txt <- as.character(jsonlite::toJSON(schema, auto_unbox = TRUE, null = "null", digits = NA))
-  dp$Schema$from_dict(reticulate::import("json", convert = FALSE)$loads(txt))
-}
-
 #' Differentially private synthetic data
 #'
 #' Fits a DP generator to `data` and draws `m` synthetic datasets, in the
@@ -62,8 +35,8 @@ schema_to_py <- function(schema) {
 #' @param m Number of synthetic datasets.
 #' @param seed Integer seed for a repeatable run (for testing, not privacy);
 #'   `NULL` draws from OS entropy.
-#' @param schema The public schema: a list as attached by [dp_dataset()] or
-#'   a path to a schema JSON file.
+#' @param schema The public schema: from [dp_schema()], a list as attached by
+#'   [dp_dataset()], or a path to a schema JSON file.
 #' @param analyses The analyses the synthetic data must serve: a formula
 #'   (`income ~ age + race + sex`), a string, or a list of them. Passed to
 #'   the generator (`"napsu-mq"` measures the marginal tables each analysis
@@ -73,6 +46,8 @@ schema_to_py <- function(schema) {
 #' @return An object of class `dpsynth_synds`: a list with `syn` (list of `m`
 #'   data.frames), `m`, `method`, `call`, `epsilon`, `delta`, `seed`,
 #'   `ledger` (see [dp_ledger()]), `diagnostics` (see [dp_diagnostics()]),
+#'   `noise_aware` (`TRUE` when each data set comes from its own posterior
+#'   draw, as the rule for fully synthetic data assumes),
 #'   `queries` (the public marginal tables the generator measured, a list of
 #'   character vectors; `NULL` when it does not say) and `analyses` (the
 #'   analysis formulas it was asked to serve). [dp_glm()] warns (class
@@ -89,8 +64,8 @@ dp_synthesize <- function(data, method, epsilon, delta = NULL, m = 1, seed = NUL
   call <- match.call()
   if (!is.data.frame(data)) stop("`data` must be a data.frame", call. = FALSE)
   if (is.null(schema)) {
-    stop("no public schema: pass `schema =` (a list or a JSON path); ",
-         "dpsynthr never reads categories or bounds from the private data", call. = FALSE)
+    stop("no public schema: pass `schema = dp_schema(data, bounds = list(...))` (or a list or a JSON path); ",
+         "dpsynthr never reads categories or bounds from the private data for free", call. = FALSE)
   }
   options <- list(...)
   if (!is.null(analyses)) options$analyses <- analyses_to_py(analyses)
@@ -106,6 +81,7 @@ dp_synthesize <- function(data, method, epsilon, delta = NULL, m = 1, seed = NUL
                  ledger = ledger_to_r(res$ledger),
                  diagnostics = diagnostics_to_r(res),
                  queries = queries_to_r(res),
+                 noise_aware = tryCatch(py_json(res$generator$noise_aware), error = function(e) NULL),
                  analyses = as.character(unlist(py_json(res$analyses)))),
             class = "dpsynth_synds")
 }

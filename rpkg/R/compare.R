@@ -10,7 +10,7 @@
 #'   \item{`std.diff`}{(estimate.syn - estimate.obs) / std.error.obs, the
 #'     distance in real-data standard errors (synthpop's "Std. coef diff");}
 #'   \item{`ci.overlap`}{the interval overlap of Karr et al. (2006),
-#'     computed by the engine (`dpsynth.inference.compare.ci_overlap`):
+#'     computed by the engine (`dpsynth.inference.compare.compare_table`):
 #'     1 for identical intervals, negative when they do not overlap.}
 #' }
 #' The synthetic interval is the pooled one (the rule's variance and df);
@@ -58,17 +58,10 @@ dp_compare <- function(pooled, real_data) {
   real <- data.frame(term = names(cf), estimate.obs = unname(cf), std.error.obs = unname(se),
                      statistic.obs = unname(cf / se), conf.low.obs = unname(cf - crit * se),
                      conf.high.obs = unname(cf + crit * se), stringsAsFactors = FALSE)
-  syn <- pooled$pooled[c("term", "estimate", "std.error", "conf.low", "conf.high")]
-  names(syn) <- c("term", "estimate.syn", "std.error.syn", "conf.low.syn", "conf.high.syn")
-  terms <- union(syn$term, real$term)
-  table <- cbind(data.frame(term = terms, stringsAsFactors = FALSE),
-                 syn[match(terms, syn$term), -1, drop = FALSE],
-                 real[match(terms, real$term), -1, drop = FALSE])
-  rownames(table) <- NULL
-  table$diff <- table$estimate.syn - table$estimate.obs
-  table$std.diff <- table$diff / table$std.error.obs
-  table$ci.overlap <- ci_overlap(table$conf.low.obs, table$conf.high.obs,
-                                 table$conf.low.syn, table$conf.high.syn)
+  # the comparison itself (differences, CI overlap) is the engine's compare_table
+  cmp <- reticulate::import("dpsynth.inference.compare", convert = FALSE)
+  table <- nan_to_na(pandas_to_r(py_try(cmp$compare_table(r_to_pandas(pooled$pooled), r_to_pandas(real)),
+                                        "dp_compare")))
   both <- stats::complete.cases(table[c("std.diff", "ci.overlap")])
   n_used <- stats::nobs(fit)
   structure(list(table = table,
@@ -77,21 +70,6 @@ dp_compare <- function(pooled, real_data) {
                  n_used = n_used, n_dropped = nrow(real_data) - n_used,
                  rule = pooled$rule, m = pooled$m, model = model_label(pooled), conf.level = level),
             class = "dpsynth_compare")
-}
-
-# Karr et al. (2006) interval overlap, from the engine (plain lists both ways).
-ci_overlap <- function(low_obs, high_obs, low_syn, high_syn) {
-  ends <- cbind(low_obs, high_obs, low_syn, high_syn)
-  ok <- apply(is.finite(ends), 1, all)
-  out <- rep(NA_real_, nrow(ends))
-  if (!any(ok)) return(out)
-  cmp <- reticulate::import("dpsynth.inference.compare", convert = FALSE)
-  args <- lapply(seq_len(4), function(j) as.list(as.numeric(ends[ok, j])))
-  got <- py_plain(do.call(cmp$ci_overlap, args))
-  got <- as.numeric(unlist(lapply(got, function(v) if (is.null(v)) NA_real_ else v)))
-  got[is.nan(got)] <- NA_real_
-  out[ok] <- got
-  out
 }
 
 #' @export

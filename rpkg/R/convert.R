@@ -1,15 +1,15 @@
 # Column-by-column conversion between R data.frames and pandas DataFrames.
 # Each R column is sent as plain lists (codes / values) plus an explicit NA
-# mask to inst/python/dpsynthr_bridge.py, which builds the pandas column; the
-# reverse direction gets the same pieces back. reticulate's own data.frame
-# conversion is never used: in 1.28 it loses NA in integer, logical and
-# categorical columns.
+# mask to the engine's converter, dpsynth.bridge (the one R <-> pandas
+# converter of the project, also used by its rpy2 checks), which builds the
+# pandas column; the reverse direction gets the same pieces back.
+# reticulate's own data.frame conversion is never used: in 1.28 it loses NA
+# in integer, logical and categorical columns.
 
 dp_bridge <- function() {
   if (is.null(.dp_env$bridge)) {
-    dp_init_python()
-    path <- system.file("python", package = "dpsynthr", mustWork = TRUE)
-    .dp_env$bridge <- reticulate::import_from_path("dpsynthr_bridge", path, convert = FALSE)
+    dp_py()
+    .dp_env$bridge <- reticulate::import("dpsynth.bridge", convert = FALSE)
   }
   .dp_env$bridge
 }

@@ -1,44 +1,65 @@
-# Pooled analyses: R's own lm/glm on each synthetic data set, combined by the
-# engine's rules (dpsynth.pool). R fits the models; every pooling formula
-# lives in Python.
+# Pooled analyses: R's own lm/glm on each synthetic data set (dp_glm, dp_lm,
+# or with() on a dpsynth_synds), pooled by the engine. R fits the models and
+# collects each fit's coefficients and covariance matrix; the pooling policy
+# (combining rules, screens of degenerate fits, notes and warnings) lives once,
+# in Python: dpsynth.inference.pool_fits and dpsynth.pool.
 
-#' Combine estimates from m analyses (the engine's combining rules)
+#' Pool analyses of synthetic data sets (the engine's combining rules)
 #'
-#' The R face of `dpsynth.pool()`: for numbers the analyst computed. With
-#' q_i and u_i the estimate and its variance from data set i,
-#' q-bar = mean(q_i), u-bar = mean(u_i), b = var(q_i), the rules differ in the
-#' total variance t and the degrees of freedom df:
+#' `dp_pool()` takes either the fits of one model to each synthetic data set
+#' (a mice `mira`, as returned by `with(<dpsynth_synds>, lm(...))`, or a list
+#' of fitted models) or numbers the analyst computed (estimates and
+#' variances), and combines them with the engine's rules. With q_i and u_i the
+#' estimate and its variance from data set i, q-bar = mean(q_i),
+#' u-bar = mean(u_i), b = var(q_i), the rules differ in the total variance t
+#' and the degrees of freedom df:
 #' \describe{
 #'   \item{`"synthetic"`}{fully synthetic data (Raghunathan, Reiter & Rubin
 #'     2003): t = (1 + 1/m) b - u-bar; where that is not positive, the
 #'     non-negative fallback of Reiter (2002), (n_syn/n_orig) u-bar (column
-#'     `fallback`). The default: the setting of DP synthetic data.}
+#'     `fallback`). The default: a DP release is fully synthetic. Valid when
+#'     each data set comes from its own posterior draw (`"napsu-mq"`); for a
+#'     generator that draws all m sets from one noisy model the engine warns.}
 #'   \item{`"mi"`}{multiple imputation (Rubin 1987; alias `"rubin1987"`):
-#'     t = u-bar + (1 + 1/m) b with the Barnard-Rubin df, as `mice::pool()`.}
+#'     t = u-bar + (1 + 1/m) b with the Barnard-Rubin df, as `mice::pool()`.
+#'     For multiply imputed real data, not for a synthetic release.}
 #'   \item{`"reiter2003"`}{partially synthetic data: t = u-bar + b/m, as
-#'     `mice::pool.syn()`.}
+#'     `mice::pool.syn()`. For releases that keep the original rows and
+#'     replace some values, not for a DP release.}
 #'   \item{`"two-stage"`, `"two-stage-synthetic"`}{M imputations with r
 #'     syntheses each (Reiter 2004): pass `estimates` and `variances` as a
 #'     list of M matrices (r rows each) or vectors (length r).}
 #' }
+#' The fits of a `mira` are screened as in [dp_glm()] (failed or
+#' non-converged fits, aliased coefficients, exploded standard errors), by the
+#' same engine code as Python's `fit_pooled`, so R and Python give the same
+#' table on the same data sets. `mice::pool()` (rule `"rubin1987"`) and
+#' `mice::pool.syn()` (rule `"reiter2003"`) also accept the `mira`.
 #'
-#' @param estimates The m estimates: a numeric vector (one term), a matrix
-#'   with one row per data set and one column per term, or a list of m
-#'   numeric vectors.
-#' @param variances The matching squared standard errors (same shape), or a
-#'   list of m covariance matrices (only their diagonals enter the table).
+#' @param estimates A `mira` from `with(<dpsynth_synds>, ...)` (or
+#'   [mice::as.mira()]), or a list of fitted `lm`/`glm` models; or the m
+#'   estimates: a numeric vector (one term), a matrix with one row per data set
+#'   and one column per term, or a list of m numeric vectors.
+#' @param variances With numbers: the matching squared standard errors (same
+#'   shape), or a list of m covariance matrices (only their diagonals enter
+#'   the table). Not used with fits.
 #' @param rule Combining rule (see Details).
 #' @param dfcom Complete-data degrees of freedom (e.g. n - p) for the
-#'   Barnard-Rubin df of rule `"mi"`; `NULL` = large sample. Stored, not used,
+#'   Barnard-Rubin df of rule `"mi"`; `NULL` = large sample for numbers, the
+#'   residual df of the first usable fit for fits (as mice). Stored, not used,
 #'   by the other rules (as in mice).
 #' @param n_syn,n_orig Rows per synthetic data set and in the original data,
-#'   for the fallback of the synthetic rules; both `NULL`: ratio 1.
-#' @param terms Names of the terms (default: the column names of
-#'   `estimates`, or the names of its first element).
+#'   for the fallback of the synthetic rules; both `NULL`: ratio 1. With fits
+#'   only `n_orig` is given (n_syn = mean rows used per fit).
+#' @param terms Names of the terms (numbers only; default: the column names
+#'   of `estimates`, or the names of its first element).
 #' @param conf.level Level of `conf.low`, `conf.high`.
+#' @param se_ratio,se_limit Screens for exploded standard errors of fits
+#'   (see [dp_glm()]); `NULL` disables.
 #' @return An object of class `dpsynth_pooled`; [summary()][summary.dpsynth_pooled]
 #'   gives the pooled table as a data.frame.
-#' @seealso [dp_glm()] to fit a model to every synthetic data set and pool it.
+#' @seealso [dp_glm()] to fit a model to every synthetic data set and pool it;
+#'   [with.dpsynth_synds()] for mice's `with()`.
 #' @examplesIf dpsynthr:::python_available()
 #' q <- c(1, 1.2, 0.9, 1.1, 1.05)
 #' u <- c(0.04, 0.05, 0.045, 0.05, 0.048)
@@ -47,11 +68,16 @@
 #' summary(p)[, c("estimate", "t", "df", "fmi")]
 #' @export
 dp_pool <- function(estimates, variances, rule = "synthetic", dfcom = NULL, n_syn = NULL,
-                    n_orig = NULL, terms = NULL, conf.level = 0.95) {
+                    n_orig = NULL, terms = NULL, conf.level = 0.95, se_ratio = 100, se_limit = NULL) {
   call <- match.call()
+  if (!missing(estimates) && (inherits(estimates, "mira") || is_fit_list(estimates))) {
+    if (!missing(variances)) stop("`variances` is not used with fitted models (their vcov() is)", call. = FALSE)
+    return(pool_mira(estimates, call, rule = rule, dfcom = dfcom, n_orig = n_orig,
+                     conf.level = conf.level, se_ratio = se_ratio, se_limit = se_limit))
+  }
   if (missing(estimates) || missing(variances)) {
-    stop("dp_pool needs `estimates` and `variances` (squared standard errors or covariance matrices)",
-         call. = FALSE)
+    stop("dp_pool needs a mira (with(<dpsynth_synds>, lm(...))), a list of fitted models, or ",
+         "`estimates` and `variances` (squared standard errors or covariance matrices)", call. = FALSE)
   }
   terms <- terms %||% default_terms(estimates)
   table <- pool_table(py_nested(estimates, "estimates"), py_nested(variances, "variances"),
@@ -59,6 +85,11 @@ dp_pool <- function(estimates, variances, rule = "synthetic", dfcom = NULL, n_sy
                       conf.level = conf.level)
   new_pooled(table, call = call, rule = table$rule[[1]], m = max(table$m),
              conf.level = conf.level, dfcom = dfcom)
+}
+
+is_fit_list <- function(x) {
+  is.list(x) && !is.data.frame(x) && length(x) > 0L &&
+    all(vapply(x, function(f) inherits(f, c("lm", "glm")), NA))
 }
 
 default_terms <- function(estimates) {
@@ -84,8 +115,7 @@ pool_table <- function(q, u, rule, dfcom = NULL, n_syn = NULL, n_orig = NULL, te
 rule_info <- function(rule) {
   rules <- reticulate::import("dpsynth.inference.rules", convert = FALSE)
   name <- py_try(reticulate::py_to_r(rules$check_rule(rule)), "rule")
-  list(name = name, description = reticulate::py_to_r(rules$RULES)[[name]],
-       nested = name %in% c("two-stage", "two-stage-synthetic"))
+  list(name = name, description = reticulate::py_to_r(rules$RULES)[[name]])
 }
 
 new_pooled <- function(table, call, rule, m, conf.level, dfcom = NULL, ...) {
@@ -256,127 +286,150 @@ pool_fits <- function(call, formula, data, model, family, extra, env, rule, dfco
   if (!inherits(formula, "formula")) stop("`formula` must be a formula, e.g. y ~ x", call. = FALSE)
   frames <- synthetic_frames(data)
   if (length(frames) < 2L) {
-    stop("pooling needs at least 2 synthetic data sets (m >= 2); synthesise with m = 2 or more",
-         call. = FALSE)
+    stop("pooling needs at least 2 synthetic data sets (m >= 2); synthesise with m = 2 or more", call. = FALSE)
   }
-  info <- rule_info(rule)
-  if (info$nested) {
-    stop(sprintf("rule '%s' needs nested data (M imputations x r syntheses); ", info$name),
-         "fit the models yourself and use dp_pool() with nested lists", call. = FALSE)
-  }
-  if (!is.null(se_ratio) && !(is.numeric(se_ratio) && length(se_ratio) == 1L && se_ratio > 1)) {
-    stop("`se_ratio` must be a number > 1, or NULL to disable the screen", call. = FALSE)
-  }
-  congeniality <- check_congeniality(formula, data, names(frames[[1]]))
-  m <- length(frames)
+  columns <- names(frames[[1]])
   fits <- lapply(frames, function(d) fit_one_dataset(model, formula, family, extra, env, d))
-
-  dropped <- data.frame(dataset = integer(), term = character(), reason = character(),
-                        stringsAsFactors = FALSE)
-  drop <- function(i, term, reason) {
-    dropped[nrow(dropped) + 1L, ] <<- list(i, term, reason)
-  }
-  good <- logical(m)
-  terms <- character()
-  for (i in seq_len(m)) {
-    f <- fits[[i]]$fit
-    if (inherits(f, "error")) {
-      drop(i, NA_character_, paste("the fit failed:", conditionMessage(f)))
-    } else if (model == "glm" && !isTRUE(f$converged)) {
-      drop(i, NA_character_, "the GLM did not converge")
-    } else {
-      good[i] <- TRUE
-      terms <- union(terms, names(stats::coef(f)))
-    }
-  }
-  if (!any(good)) {
-    stop("no synthetic data set gave a usable fit:\n",
-         paste(sprintf("  data set %d: %s", dropped$dataset, dropped$reason), collapse = "\n"),
-         call. = FALSE)
-  }
-  p <- length(terms)
-  est <- se <- matrix(NA_real_, m, p, dimnames = list(NULL, terms))
-  uhat <- vector("list", m)
-  nobs <- dfres <- rep(NA_real_, m)
-  for (i in which(good)) {
-    f <- fits[[i]]$fit
-    cf <- stats::coef(f)
-    v <- stats::vcov(f)
-    uhat[[i]] <- matrix(NA_real_, p, p, dimnames = list(terms, terms))
-    uhat[[i]][rownames(v), colnames(v)] <- v
-    est[i, names(cf)] <- cf
-    dv <- diag(v)
-    se[i, rownames(v)] <- ifelse(!is.na(dv) & dv >= 0, sqrt(pmax(dv, 0)), NA_real_)
-    nobs[i] <- stats::nobs(f)
-    dfres[i] <- stats::df.residual(f)
-    for (term in setdiff(terms, names(cf)[!is.na(cf)])) {
-      drop(i, term, "aliased (singular design; not estimable in this data set)")
-    }
-  }
-  valid <- is.finite(est) & is.finite(se) & se > 0
-  bad <- which(!valid & good & !is.na(est), arr.ind = TRUE)
-  for (k in seq_len(nrow(bad))) {
-    drop(bad[k, 1], terms[bad[k, 2]], "non-finite estimate or non-positive standard error")
-  }
-  med <- apply(ifelse(valid, se, NA_real_), 2, stats::median, na.rm = TRUE)
-  for (j in seq_len(p)) {
-    for (i in which(valid[, j])) {
-      ratio <- se[i, j] / med[[j]]
-      if (!is.null(se_ratio) && ratio > se_ratio) {
-        drop(i, terms[j], sprintf("standard error exploded (%.3g, %.3g x the median)", se[i, j], ratio))
-        valid[i, j] <- FALSE
-      } else if (!is.null(se_limit) && se[i, j] > se_limit) {
-        drop(i, terms[j], sprintf("standard error %.3g above se_limit", se[i, j]))
-        valid[i, j] <- FALSE
-      }
-    }
-  }
-
-  dfcom_used <- if (!is.null(dfcom)) dfcom else dfres[which(good)[1]]
-  n_syn <- if (!is.null(n_orig)) mean(nobs[good]) else NULL
-  pool_args <- list(rule = info$name, dfcom = dfcom_used, n_syn = n_syn, n_orig = n_orig,
-                    conf.level = conf.level)
-  if (all(valid)) {
-    table <- do.call(pool_table, c(list(py_nested(est), py_nested(se^2), terms = terms), pool_args))
-  } else {
-    rows <- lapply(seq_len(p), function(j) {
-      keep <- valid[, j]
-      if (sum(keep) < 2L) return(NULL)
-      do.call(pool_table, c(list(as.list(est[keep, j]), as.list(se[keep, j]^2), terms = terms[j]),
-                            pool_args))
-    })
-    template <- Find(Negate(is.null), rows)
-    if (is.null(template)) {
-      stop("no coefficient was estimable in 2 or more synthetic data sets; see the reasons:\n",
-           paste(utils::capture.output(print(dropped)), collapse = "\n"), call. = FALSE)
-    }
-    for (j in which(vapply(rows, is.null, NA))) {
-      row <- template
-      for (col in names(row)) if (is.double(row[[col]])) row[[col]] <- NA_real_
-      row$term <- terms[j]
-      row$m <- as.integer(sum(valid[, j]))
-      row$fallback <- FALSE
-      row$dfcom <- template$dfcom
-      rows[[j]] <- row
-    }
-    table <- do.call(rbind, rows)
-    rownames(table) <- NULL
-  }
-
-  notes <- unique(unlist(lapply(fits, `[[`, "notes")))
-  if (nrow(dropped)) {
-    warning(sprintf("dp_%s: %d data set(s) and %d coefficient estimate(s) were dropped before pooling ",
-                    model, sum(is.na(dropped$term)), sum(!is.na(dropped$term))),
-            "(degenerate fits); see $dropped and the printout", call. = FALSE)
-  }
   environment(formula) <- globalenv()
-  new_pooled(table, call = call, rule = info$name, m = m, conf.level = conf.level,
-             dfcom = dfcom_used, formula = formula, model = model, family = family_spec(family),
-             nobs = nobs, n_orig = n_orig, dropped = dropped, notes = notes,
-             congeniality = congeniality,
-             qhat = est, uhat = uhat,
-             method = if (inherits(data, "dpsynth_synds")) data$method,
-             ledger = if (inherits(data, "dpsynth_synds")) data$ledger)
+  pool_model_fits(lapply(fits, `[[`, "fit"), lapply(fits, `[[`, "notes"), call, rule, dfcom, n_orig, conf.level,
+                  se_ratio, se_limit, formula, model, family, if (inherits(data, "dpsynth_synds")) data,
+                  columns, paste0("dp_", model))
+}
+
+# A mira (or a list of fits) -> dpsynth_pooled, through the engine's pool_fits.
+pool_mira <- function(object, call, rule, dfcom, n_orig, conf.level, se_ratio, se_limit) {
+  fits <- if (inherits(object, "mira")) object$analyses else object
+  first <- Find(function(f) inherits(f, c("lm", "glm")), fits)
+  if (is.null(first)) stop("the mira holds no lm or glm fits; dp_pool pools lm() and glm() fits", call. = FALSE)
+  formula <- stats::formula(first)
+  environment(formula) <- globalenv()
+  model <- if (inherits(first, "glm")) "glm" else "lm"
+  pool_model_fits(fits, lapply(fits, function(f) character()), call, rule, dfcom, n_orig, conf.level, se_ratio,
+                  se_limit, formula, model, if (model == "glm") stats::family(first), object$dpsynth,
+                  object$dpsynth$columns, "dp_pool")
+}
+
+# One fit -> what the engine needs: coefficients (NA = aliased), the covariance of the
+# estimable ones, rows used and dropped, residual df, or why the fit is unusable.
+fit_pieces <- function(f) {
+  if (inherits(f, "error")) return(list(error = paste("the fit failed:", conditionMessage(f))))
+  if (!inherits(f, c("lm", "glm"))) return(list(error = "not an lm or glm fit"))
+  if (inherits(f, "glm") && !isTRUE(f$converged)) return(list(error = "the GLM did not converge"))
+  cf <- stats::coef(f)
+  ok <- names(cf)[!is.na(cf)]
+  v <- stats::vcov(f)[ok, ok, drop = FALSE]
+  list(error = NULL, coef = cf, vcov = v, nobs = stats::nobs(f), df = stats::df.residual(f),
+       n_missing = length(f$na.action))
+}
+
+pool_model_fits <- function(fits, notes, call, rule, dfcom, n_orig, conf.level, se_ratio, se_limit,
+                            formula, model, family, synds, columns, what) {
+  congeniality <- if (!is.null(synds$queries)) {
+    check_congeniality(formula, structure(list(queries = synds$queries), class = "dpsynth_synds"), columns)
+  } else character()
+  pieces <- lapply(fits, fit_pieces)
+  bad <- vapply(pieces, function(p) !is.null(p$error), NA)
+  terms <- unique(unlist(lapply(pieces[!bad], function(p) names(p$coef))))
+  m <- length(fits)
+  est <- matrix(NA_real_, m, length(terms), dimnames = list(NULL, terms))
+  uhat <- vector("list", m)
+  for (i in which(!bad)) {
+    est[i, names(pieces[[i]]$coef)] <- pieces[[i]]$coef
+    uhat[[i]] <- matrix(NA_real_, length(terms), length(terms), dimnames = list(terms, terms))
+    v <- pieces[[i]]$vcov
+    uhat[[i]][rownames(v), colnames(v)] <- v
+  }
+  num <- function(name, default = NA_real_) lapply(pieces, function(p) p[[name]] %||% default)
+  inf <- dp_py()$inference
+  out <- py_try(dp_bridge()$call_quietly(
+    inf$pool_fits,
+    lapply(pieces, function(p) if (is.null(p$error)) as.list(p$coef)),
+    lapply(pieces, function(p) if (is.null(p$error)) py_nested(p$vcov)),
+    rule = rule, nobs = num("nobs", 0), df_resid = num("df"), n_missing = num("n_missing", 0),
+    errors = lapply(pieces, `[[`, "error"), notes = lapply(notes, as.list),
+    dfcom = py_num_or_null(dfcom, "dfcom"), n_orig = py_num_or_null(n_orig, "n_orig"),
+    conf_level = as.numeric(conf.level), se_ratio = se_ratio, se_limit = se_limit,
+    formula = formula_string(formula), family = model_label(list(formula = formula, model = model,
+                                                                   family = family_spec(family))),
+    noise_aware = synds$noise_aware, method = synds$method, congeniality = as.list(congeniality)),
+    what)
+  res <- py_item(out, 0L)
+  relay_warnings(reticulate::py_to_r(py_item(out, 1L)), what)
+  table <- pandas_to_r(res$to_frame())
+  dropped <- dropped_to_r(res$dropped)
+  for (k in seq_len(nrow(dropped))) {  # the screens' verdicts, for dp_wald
+    est[dropped$dataset[k], if (is.na(dropped$term[k])) seq_along(terms) else dropped$term[k]] <- NA_real_
+  }
+  notes_engine <- as.character(unlist(reticulate::py_to_r(res$notes())))
+  nobs <- vapply(pieces, function(p) as.numeric(p$nobs %||% NA_real_), 0)
+  new_pooled(table, call = call, rule = table$rule[[1]], m = m, conf.level = conf.level,
+             dfcom = table$dfcom[[1]], formula = formula, model = model, family = family_spec(family),
+             nobs = nobs, n_orig = n_orig, dropped = dropped,
+             notes = unique(unlist(notes)), engine_notes = notes_engine,
+             congeniality = congeniality, qhat = est, uhat = uhat,
+             method = synds$method, ledger = synds$ledger)
+}
+
+# The engine's dropped table (0-based dataset index) -> R (1-based).
+dropped_to_r <- function(pdf) {
+  d <- pandas_to_r(pdf)
+  data.frame(dataset = as.integer(d$dataset) + rep(1L, nrow(d)), term = as.character(d$term),
+             reason = as.character(d$reason), stringsAsFactors = FALSE)
+}
+
+# The engine's Python warnings (class name, message) -> R warnings, worded for R.
+relay_warnings <- function(msgs, what) {
+  for (w in msgs) {
+    msg <- sub("dataset\\(s\\)", "data set(s)", sub("^fit_pooled:", paste0(what, ":"), w[[2]]))
+    warning(gsub("see \\.dropped", "see $dropped", msg), call. = FALSE)
+  }
+}
+
+#' Fit a model to every synthetic data set, mice style
+#'
+#' `with(res, lm(wgt ~ age + reg))` evaluates the expression in each of the m
+#' synthetic data sets of `res` (as `with()` on a mice `mids`) and returns a
+#' mice `mira`: pool it with [dp_pool()] (the rule for fully synthetic data,
+#' the default for a DP release), or with `mice::pool()` (Rubin's rules for
+#' multiply imputed data) or `mice::pool.syn()` (partially synthetic data),
+#' which do not fit a fully synthetic release but are there for comparison.
+#'
+#' @param data A `dpsynth_synds` object from [dp_synthesize()].
+#' @param expr An expression, typically a model call such as `lm(y ~ x)`,
+#'   evaluated with the columns of each synthetic data set in scope.
+#' @param ... Not used.
+#' @return An object of class `c("dpsynth_mira", "mira", "matrix")`, as
+#'   `mice::as.mira()` makes: `call`, `call1` (the synthesis call), `nmis`
+#'   (`NULL`), `analyses` (the m results), and `dpsynth` (method, ledger,
+#'   whether the generator is noise-aware, released marginal tables) so that
+#'   [dp_pool()] can warn where the rule does not apply.
+#' @examplesIf dpsynthr:::python_available()
+#' d <- data.frame(x = rnorm(200))
+#' d$y <- 1 + d$x + rnorm(200)
+#' sch <- dp_schema(d, bounds = list(x = c(-4, 4), y = c(-4, 6)))
+#' s <- dp_synthesize(d, "independent", epsilon = 1, m = 3, seed = 1, schema = sch)
+#' fit <- with(s, lm(y ~ x))
+#' dp_pool(fit)
+#' @export
+with.dpsynth_synds <- function(data, expr, ...) {
+  call <- match.call()
+  expr <- substitute(expr)
+  env <- parent.frame()
+  analyses <- lapply(data$syn, function(d) eval(expr, d, env))
+  structure(list(call = call, call1 = data$call, nmis = NULL, analyses = analyses,
+                 dpsynth = list(method = data$method, m = data$m, ledger = data$ledger,
+                                noise_aware = data$noise_aware, queries = data$queries,
+                                columns = if (length(data$syn)) names(data$syn[[1]]))),
+            class = c("dpsynth_mira", "mira", "matrix"))
+}
+
+#' @export
+print.dpsynth_mira <- function(x, ...) {
+  cat("Class: mira (from with() on a dpsynth_synds)    m = ", length(x$analyses), "\n", sep = "")
+  cat("Call: ", paste(deparse(x$call), collapse = " "), "\n", sep = "")
+  cat("Synthesis: ", x$dpsynth$method %||% "?", "\n", sep = "")
+  cat("Pool with dp_pool() (fully synthetic data; mice::pool.syn() and mice::pool() also accept it)\n")
+  invisible(x)
 }
 
 # ---- methods -----------------------------------------------------------------------------
@@ -468,25 +521,13 @@ format.dpsynth_pooled <- function(x, digits = 4, ...) {
   body[num] <- lapply(body[num], function(v) signif(v, digits))
   if (any(tab$fallback %in% TRUE)) body$fallback <- ifelse(tab$fallback, "*", "")
   lines <- c(head, "", utils::capture.output(print(body, row.names = FALSE)))
-  if (any(tab$fallback %in% TRUE)) {
-    lines <- c(lines, "* t = (1 + 1/m) b - ubar was not positive: fallback variance (Reiter 2002) used.")
-  }
   if (x$rule != "mi") lines <- c(lines, "fmi (fraction of missing information) is defined for rule 'mi' only.")
-  small <- sum(tab$df < 1, na.rm = TRUE)
-  if (x$rule == "synthetic" && small > 0) {
-    lines <- c(lines, sprintf(paste(
-      "Note: df < 1 for %d term(s): there the between-data-set variance b barely exceeds ubar and",
-      "the intervals are very wide. A larger m helps when the generator is noise-aware ('napsu-mq':",
-      "each data set from its own posterior draw); a generator that draws all m data sets from one",
-      "fitted model gives b close to ubar whatever m, and the rule for fully synthetic data does not",
-      "apply to it. See vignette(\"dpsynthr\")."), small))
+  # the engine's notes (fallback, small df, fit warnings, uncongeniality, drops): one policy, in Python
+  notes <- x$engine_notes
+  if (is.null(notes) && any(tab$fallback %in% TRUE)) {
+    notes <- "* t = (1 + 1/m) b - ubar was not positive: fallback variance (Reiter 2002) used."
   }
-  if (length(x$congeniality)) {
-    lines <- c(lines, "UNCONGENIAL: the synthesis' measured tables do not carry what this model estimates",
-               "(coefficients biased towards independence; the intervals do not show it):",
-               paste0("  - ", x$congeniality),
-               "Synthesise with dp_synthesize(..., analyses = list(<this formula>)) to measure them.")
-  }
+  lines <- c(lines, notes)
   dropped <- x$dropped
   if (!is.null(dropped) && nrow(dropped)) {
     lines <- c(lines, sprintf("Dropped before pooling (%d): see $dropped", nrow(dropped)),
@@ -569,7 +610,8 @@ plot.dpsynth_pooled <- function(x, compare = NULL, intercept = FALSE, main = NUL
 #' The engine's `wald_test` (Li, Raghunathan & Rubin 1991 for rule `"mi"`,
 #' with the Reiter 2007 small-sample df; the analogues for the synthetic-data
 #' rules) on the per-data-set estimates and full covariance matrices kept by
-#' [dp_glm()], over the data sets where all tested terms were estimable.
+#' [dp_glm()], over the data sets valid (after the screens) for every
+#' estimated term, as the engine's `PooledResult.wald_test`.
 #'
 #' @param x A `dpsynth_pooled` object from [dp_glm()] or [dp_lm()].
 #' @param terms Terms to test jointly (default: all but the intercept). A
@@ -600,9 +642,12 @@ dp_wald <- function(x, terms = NULL, null = NULL) {
     stop("`terms` must name coefficients of the model: ", paste(all_terms, collapse = ", "), call. = FALSE)
   }
   j <- match(terms, all_terms)
-  ok <- apply(is.finite(x$qhat[, j, drop = FALSE]), 1, all) &
-    vapply(x$uhat, function(u) !is.null(u) && all(is.finite(u[j, j])), NA)
-  if (sum(ok) < 2L) stop("fewer than 2 data sets estimate all the tested terms", call. = FALSE)
+  # as the engine's PooledResult.wald_test: the data sets valid (after the screens) for every
+  # term estimated somewhere
+  joint <- which(colSums(is.finite(x$qhat)) > 0)
+  ok <- apply(is.finite(x$qhat[, joint, drop = FALSE]), 1, all) &
+    vapply(x$uhat, function(u) !is.null(u) && all(is.finite(u[joint, joint])), NA)
+  if (sum(ok) < 2L) stop("fewer than 2 data sets are valid for every estimated term", call. = FALSE)
   q <- x$qhat[ok, j, drop = FALSE]
   u <- lapply(x$uhat[ok], function(v) v[j, j, drop = FALSE])
   res <- py_try(dp_py()$inference$wald_test(py_nested(q), py_nested(u), rule = x$rule,

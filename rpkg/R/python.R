@@ -93,7 +93,7 @@ python_available <- function() {
   }, error = function(e) FALSE)
 }
 
-# TRUE if Python with pandas is usable (enough for r_to_pandas/pandas_to_r).
+# TRUE if the converter (dpsynth.bridge, so the engine) is usable: r_to_pandas/pandas_to_r.
 pandas_available <- function() {
   tryCatch({
     dp_bridge()

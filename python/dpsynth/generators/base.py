@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..progress import progress
+from ..privacy.domains import charge_spends
 from ..privacy import NoiseSource, PrivacyLedger, check_delta, check_epsilon, check_seed
 from ..result import SynthResult
 from ..persist import load_object, to_bytes
@@ -44,9 +45,15 @@ class Generator:
         """Learn the generator's released parameters from ``df`` (never modified) under ``schema``."""
         return self._fit_frame(df, schema, seed, allow_empty=False)
 
-    def _fit_frame(self, df, schema, seed, allow_empty: bool) -> "Generator":
+    def _fit_frame(self, df, schema, seed, allow_empty: bool, charge_schema: bool = True) -> "Generator":
         """``fit``; a missing-data strategy passes ``allow_empty=True`` for its subset of the rows,
-        which may be empty (the strategy must not reveal that by an error)."""
+        which may be empty (the strategy must not reveal that by an error), and
+        ``charge_schema=False`` (the wrapper's ledger already holds the schema's spends).
+
+        A schema whose domains were learned under DP (``schema.privacy``, from
+        ``Schema.from_dataframe(..., epsilon=)``) carries its spends into this ledger first, under
+        this generator's relation; the ledger's budget is the generator's (ε, δ) plus the schema's,
+        so the release's total shows both."""
         if not isinstance(schema, Schema):
             raise TypeError(f"schema must be a dpsynth.Schema (e.g. Schema.from_json(path)), got {type(schema).__name__}")
         seed = check_seed(seed)
@@ -55,7 +62,12 @@ class Generator:
             schema.require_bounds()
         self.schema_ = schema
         self.columns_ = [str(c) for c in df.columns]
-        self.ledger = PrivacyLedger(self.epsilon, self.delta or 0.0)
+        paid = schema.privacy if charge_schema else None
+        if paid:
+            self.ledger = PrivacyLedger(self.epsilon + paid["epsilon"], (self.delta or 0.0) + paid.get("delta", 0.0))
+            charge_spends(self.ledger, paid["spends"], self.relation)
+        else:
+            self.ledger = PrivacyLedger(self.epsilon, self.delta or 0.0)
         if schema.data_derived:
             self.ledger.flag("schema read from the private data (Schema.from_dataframe): domains are not private")
         source = NoiseSource(seed)

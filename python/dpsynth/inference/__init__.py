@@ -3,7 +3,8 @@
 * `pool` — combining rules ("synthetic", "mi", "reiter2003", "two-stage", "two-stage-synthetic")
   for numbers the analyst computed; `wald_test` — the multivariate D1 test (rules.py);
 * `fit_pooled` — one statsmodels fit per dataset, pooled into a `PooledResult` with mice's
-  columns and a statsmodels-style summary (fit.py);
+  columns and a statsmodels-style summary (fit.py); `pool_fits` — the same pooling policy for fits
+  made elsewhere (dpsynthr sends R's lm/glm estimates and covariances here);
 * `compare_fit` — the pooled fit beside the real-data fit: standardised differences and CI
   overlap (compare.py).
 
@@ -13,10 +14,10 @@
 0.0491
 """
 from .compare import CompareFit, ci_overlap, compare_fit
-from .fit import DegenerateFitWarning, PooledResult, fit_pooled
+from .fit import DegenerateFitWarning, NotNoiseAwareWarning, PooledResult, fit_pooled, pool_fits
 from .rules import RULES, barnard_rubin, pool, wald_test
 
 D1 = wald_test
 
-__all__ = ["RULES", "pool", "wald_test", "D1", "barnard_rubin", "fit_pooled", "PooledResult",
+__all__ = ["RULES", "pool", "wald_test", "D1", "barnard_rubin", "fit_pooled", "pool_fits", "PooledResult", "NotNoiseAwareWarning",
            "DegenerateFitWarning", "compare_fit", "CompareFit", "ci_overlap"]

@@ -105,7 +105,15 @@ def compare_fit(pooled: PooledResult, real_df: pd.DataFrame) -> CompareFit:
         "statistic.obs": res.tvalues.to_numpy(), "conf.low.obs": ci.iloc[:, 0].to_numpy(),
         "conf.high.obs": ci.iloc[:, 1].to_numpy(),
     })
-    syn = pooled.to_frame()[["term", "estimate", "std.error", "conf.low", "conf.high"]]
+    return CompareFit(compare_table(pooled.to_frame(), real), pooled, res, fit.nobs, fit.n_missing)
+
+
+def compare_table(pooled_table: pd.DataFrame, real: pd.DataFrame) -> pd.DataFrame:
+    """The comparison table from the pooled table (mice's columns) and the real-data fit's
+    ``term, estimate.obs, std.error.obs, statistic.obs, conf.low.obs, conf.high.obs`` (from
+    statsmodels here, from R's glm in dpsynthr): the pooled terms first, then those only the real
+    fit has; ``diff``, ``std.diff`` (in real-data standard errors) and ``ci.overlap`` (Karr et al.)."""
+    syn = pooled_table[["term", "estimate", "std.error", "conf.low", "conf.high"]].copy()
     syn.columns = ["term", "estimate.syn", "std.error.syn", "conf.low.syn", "conf.high.syn"]
     table = syn.merge(real, on="term", how="outer", sort=False)
     order = list(syn["term"]) + [t for t in real["term"] if t not in set(syn["term"])]
@@ -114,7 +122,7 @@ def compare_fit(pooled: PooledResult, real_df: pd.DataFrame) -> CompareFit:
     table["std.diff"] = table["diff"] / table["std.error.obs"]
     table["ci.overlap"] = ci_overlap(table["conf.low.obs"], table["conf.high.obs"],
                                      table["conf.low.syn"], table["conf.high.syn"])
-    return CompareFit(table, pooled, res, fit.nobs, fit.n_missing)
+    return table
 
 
-__all__ = ["compare_fit", "CompareFit", "ci_overlap"]
+__all__ = ["compare_fit", "compare_table", "CompareFit", "ci_overlap"]

@@ -62,6 +62,9 @@ from .rules import (NESTED_RULES, RULES, SYNTHETIC_LIKE, ScalarPool, _check_leve
 _OUTCOME_RE = re.compile(r"""^\s*(?:Q\(\s*(['"])(?P<quoted>.+)\1\s*\)|(?P<bare>[A-Za-z_][A-Za-z0-9_.]*))\s*$""")
 
 
+SMALL_DF = 3.0  # the synthetic rules' screen: df below this gets a note (b barely exceeds ubar)
+
+
 class NotNoiseAwareWarning(UserWarning):
     """The synthetic datasets were not drawn from a noise-aware posterior."""
 
@@ -477,6 +480,39 @@ class PooledResult:
         parts = self.dropped.dropna(subset=["term"])
         return f"{whole} datasets, {len(parts)} coefs"
 
+    def notes(self) -> list[str]:
+        """The notes a reader of the pooled table needs (the summary prints them; dpsynthr prints the
+        same): outcome coding, rows dropped for missing values, fallback terms, the small-df screen,
+        fit warnings, uncongeniality, what was dropped before pooling."""
+        tab = self._table
+        noted = {}
+        for f in self.fits:
+            for note in f.notes:
+                key = note.split(":")[0]
+                noted[key] = noted.get(key, 0) + 1
+        missing = sum(f.n_missing for f in self.fits)
+        notes = []
+        if self.outcome_note:
+            notes.append(self.outcome_note)
+        if missing:
+            notes.append(f"{missing} row(s) with missing model variables were dropped across the datasets.")
+        if tab["fallback"].any():
+            notes.append("* T <= 0: the variance is (n_syn/n_orig) x ubar "
+                         f"(ratio {self.n_ratio:.3g}), df from the rule's formula (Reiter 2002).")
+        if self.rule in SYNTHETIC_LIKE and (tab["df"] < SMALL_DF).any():
+            notes.append(f"df < {SMALL_DF:g} for some terms: b barely exceeds ubar, so the intervals are very wide; "
+                         "use more datasets (m of about 100 when n_syn = n) or larger ones.")
+        if noted:
+            notes.append("Fit warnings: " + "; ".join(f"{k} in {v} dataset(s)" for k, v in noted.items())
+                         + " (see .fits[i].notes).")
+        if self.congeniality:
+            notes.append("UNCONGENIAL: the generator's released tables do not carry what this model estimates "
+                         "(coefficients biased towards independence): " + "; ".join(self.congeniality) + ".")
+        if not self.dropped.empty:
+            counts = self.dropped["reason"].str.split(" [(]", n=1, regex=True).str[0].value_counts()
+            notes.append("Dropped before pooling: " + "; ".join(f"{k}: {v}" for k, v in counts.items()) + ".")
+        return notes
+
     def summary(self):
         """A statsmodels ``Summary`` (print it, or ``.as_text()`` / ``.as_html()``), naming the rule."""
         from statsmodels.iolib.summary2 import Summary
@@ -494,7 +530,6 @@ class PooledResult:
         if (tab["m"] != self.m).any():
             coef["m"] = [str(int(v)) for v in tab["m"]]
         nobs = [f.nobs for f in self.fits if f.error is None]
-        missing = sum(f.n_missing for f in self.fits)
         info = {
             "Combining rule:": self.rule,
             "Model:": self.family.label,
@@ -509,33 +544,9 @@ class PooledResult:
             info["Fallback terms:"] = str(int(tab["fallback"].sum()))
         s = Summary()
         s.add_title(f"Pooled {self.family.label} results, rule = {self.rule!r}")
-        noted = {}
-        for f in self.fits:
-            for note in f.notes:
-                key = note.split(":")[0]
-                noted[key] = noted.get(key, 0) + 1
         s.add_dict(info, ncols=2)
         s.add_df(coef.map(_fmt) if hasattr(coef, "map") else coef.applymap(_fmt))
-        notes = [f"Rule: {RULES[self.rule]}.", f"Formula: {self.formula}"]
-        if self.outcome_note:
-            notes.append(self.outcome_note)
-        if missing:
-            notes.append(f"{missing} row(s) with missing model variables were dropped across the datasets.")
-        if tab["fallback"].any():
-            notes.append("* T <= 0: the variance is (n_syn/n_orig) x ubar "
-                         f"(ratio {self.n_ratio:.3g}), df from the rule's formula (Reiter 2002).")
-        if self.rule in SYNTHETIC_LIKE and (tab["df"] < 3).any():
-            notes.append("df < 3 for some terms: b barely exceeds ubar, so the intervals are very wide; "
-                         "use more datasets (m of about 100 when n_syn = n) or larger ones.")
-        if noted:
-            notes.append("Fit warnings: " + "; ".join(f"{k} in {v} dataset(s)" for k, v in noted.items())
-                         + " (see .fits[i].notes).")
-        if self.congeniality:
-            notes.append("UNCONGENIAL: the generator's released tables do not carry what this model estimates "
-                         "(coefficients biased towards independence): " + "; ".join(self.congeniality) + ".")
-        if not self.dropped.empty:
-            counts = self.dropped["reason"].str.split(" [(]", n=1, regex=True).str[0].value_counts()
-            notes.append("Dropped before pooling: " + "; ".join(f"{k}: {v}" for k, v in counts.items()) + ".")
+        notes = [f"Rule: {RULES[self.rule]}.", f"Formula: {self.formula}"] + self.notes()
         for note in notes:
             s.add_text(note)
         return s
@@ -599,11 +610,8 @@ def fit_pooled(data, formula: str, family="gaussian", rule: str = "synthetic", *
         raise ValueError(f"se_ratio must be > 1 (or None to disable the screen); got {se_ratio!r}")
     env = patsy.EvalEnvironment.capture(eval_env + 1)
     gen = getattr(data, "generator", None)
-    if rule == "synthetic" and gen is not None and not getattr(gen, "noise_aware", False):
-        warnings.warn(f"the {data.m} datasets of {data.method!r} come from ONE fitted noisy model: the 'synthetic' "
-                      "rule assumes each dataset comes from its own posterior draw, so its intervals ignore "
-                      "the DP noise and b may barely exceed ū (tiny df, huge intervals). Use a noise-aware "
-                      "generator (method='napsu-mq') for valid intervals.", NotNoiseAwareWarning, stacklevel=2)
+    if gen is not None:
+        warn_not_noise_aware(rule, getattr(gen, "noise_aware", False), data.m, data.method, stacklevel=3)
     diag = getattr(data, "diagnostics", None)
     if isinstance(diag, dict) and diag.get("mixed") is False:
         from ..graphical.posterior import PosteriorNotMixedWarning
@@ -627,6 +635,27 @@ def fit_pooled(data, formula: str, family="gaussian", rule: str = "synthetic", *
         fit, names = fit_one(frame, formula, fam, env, idx, coding, outcome, fit_kwds)
         fits.append(fit)
         terms += [n for n in names if n not in terms]
+    return _pool_dataset_fits(fits, terms, rule=rule, shape=shape, dfcom=dfcom, n_orig=n_orig, level=level,
+                              se_ratio=se_ratio, se_limit=se_limit, formula=formula_in, family=fam,
+                              outcome_note=outcome_note, congeniality=congeniality, stacklevel=3)
+
+
+def warn_not_noise_aware(rule, noise_aware, m, method, stacklevel=2) -> None:
+    """Warn (NotNoiseAwareWarning) when the "synthetic" rule meets datasets that all come from one
+    fitted model (``noise_aware`` False): the rule's intervals then ignore the DP noise."""
+    if rule == "synthetic" and noise_aware is False:
+        warnings.warn(f"the {m} datasets of {method!r} come from ONE fitted noisy model: the 'synthetic' "
+                      "rule assumes each dataset comes from its own posterior draw, so its intervals ignore "
+                      "the DP noise and b may barely exceed ū (tiny df, huge intervals). Use a noise-aware "
+                      "generator (method='napsu-mq') for valid intervals.", NotNoiseAwareWarning,
+                      stacklevel=stacklevel + 1)
+
+
+def _pool_dataset_fits(fits, terms, *, rule, shape, dfcom, n_orig, level, se_ratio, se_limit, formula, family,
+                       outcome_note="", congeniality=(), stacklevel=2) -> "PooledResult":
+    """The pooling policy, once: screens (`_screen`), per-term pooling over the valid datasets, the
+    joint moments, the DegenerateFitWarning. Used by `fit_pooled` (statsmodels fits) and by
+    `pool_fits` (fits made elsewhere, e.g. R's lm/glm through dpsynthr)."""
     est, se, valid, dropped = _screen(fits, terms, se_ratio, se_limit)
     if not valid.any():
         raise ValueError("no dataset gave a usable fit; see the reasons:\n" + dropped.to_string())
@@ -665,7 +694,96 @@ def fit_pooled(data, formula: str, family="gaussian", rule: str = "synthetic", *
         whole = int(dropped["term"].isna().sum())
         warnings.warn(f"fit_pooled: {whole} dataset(s) and {int(dropped['term'].notna().sum())} coefficient "
                       "estimate(s) were dropped before pooling (degenerate fits); see .dropped and the summary",
-                      DegenerateFitWarning, stacklevel=2)
-    return PooledResult(table=table, rule=rule, formula=formula_in, family=fam, fits=fits, dropped=dropped,
+                      DegenerateFitWarning, stacklevel=stacklevel)
+    return PooledResult(table=table, rule=rule, formula=formula, family=family, fits=fits, dropped=dropped,
                         dfcom=dfcom_used, n_ratio=n_ratio, conf_level=level, shape=shape, cov=cov,
                         complete_moments=moments, outcome_note=outcome_note, congeniality=congeniality)
+
+
+def pool_fits(params, covs, rule: str = "synthetic", *, nobs=None, df_resid=None, errors=None, notes=None,
+              n_missing=None, dfcom=None, n_orig=None, conf_level: float = 0.95, se_ratio: float | None = 100.0,
+              se_limit: float | None = None, formula: str = "", family: str = "model", noise_aware=None,
+              method=None, congeniality=()) -> PooledResult:
+    """Pool m fits made elsewhere (R's ``lm``/``glm`` through dpsynthr, any other software) with the
+    same policy as `fit_pooled`: the same screens, per-term pooling, notes and warnings.
+
+    Parameters
+    ----------
+    params : m entries, one per dataset: a dict (or Series) term → estimate, where NaN/None marks a
+        coefficient aliased in that dataset (R's ``coef()`` gives NA); None for a fit that failed.
+    covs : m covariance matrices (nested lists, arrays or DataFrames) over that dataset's non-aliased
+        terms, in the order of ``params`` (None for a failed fit).
+    rule : "synthetic" (default), "mi" or "reiter2003" (the nested rules need `fit_pooled`).
+    nobs, df_resid, n_missing : per dataset, rows used, residual df and rows dropped for missing values.
+    errors : per dataset, None or why the fit is unusable (failed, did not converge): the dataset is dropped.
+    notes : per dataset, a list of the fit's warnings (reported, as for statsmodels fits).
+    dfcom : complete-data df for "mi"; default the first usable fit's ``df_resid`` (as mice).
+    n_orig, conf_level, se_ratio, se_limit : as `fit_pooled`.
+    formula, family : labels for the summary.
+    noise_aware : False when the datasets came from one fitted noisy model (then the "synthetic" rule
+        warns, NotNoiseAwareWarning); None when unknown.
+    method : the generator's name, for that warning.
+    congeniality : messages of the congeniality check, to carry into the notes.
+
+    >>> res = pool_fits([{"a": 1.0, "b": 2.0}, {"a": 1.2, "b": float("nan")}, {"a": 0.9, "b": 2.2}],
+    ...                 [[[0.04, 0.0], [0.0, 0.09]], [[0.05]], [[0.04, 0.0], [0.0, 0.08]]], rule="mi",
+    ...                 df_resid=[50, 50, 50])
+    >>> res.to_frame()["m"].tolist(), res.dropped["reason"].tolist()
+    ([3, 2], ['aliased (singular design; not estimable in this dataset)'])
+    """
+    rule = check_rule(rule)
+    if rule in NESTED_RULES:
+        raise ValueError(f"rule {rule!r} needs nested data (M imputations x r syntheses): use fit_pooled with "
+                         "nested data, or pool() with nested estimates (dp_pool() with nested lists in R)")
+    level = _check_level(conf_level)
+    if se_ratio is not None and not se_ratio > 1:
+        raise ValueError(f"se_ratio must be > 1 (or None to disable the screen); got {se_ratio!r}")
+    params, covs = list(params), list(covs)
+    m = len(params)
+    if m < 2:
+        raise ValueError(f"pooling needs at least 2 fits (m >= 2); got {m}")
+    if len(covs) != m:
+        raise ValueError(f"params has {m} entries but covs has {len(covs)}; give one covariance matrix per fit")
+
+    def per_fit(x, what, default):
+        if x is None:
+            return [default] * m
+        x = list(x)
+        if len(x) != m:
+            raise ValueError(f"{what} has {len(x)} entries for {m} fits")
+        return x
+
+    nobs, df_resid = per_fit(nobs, "nobs", 0), per_fit(df_resid, "df_resid", np.nan)
+    errors, notes, n_missing = per_fit(errors, "errors", None), per_fit(notes, "notes", ()), per_fit(n_missing, "n_missing", 0)
+    fits, terms = [], []
+    for i in range(m):
+        fit = DatasetFit(i, nobs=int(nobs[i] or 0), df_resid=float(np.nan if df_resid[i] is None else df_resid[i]),
+                         n_missing=int(n_missing[i] or 0), notes=list(notes[i] or ()))
+        p = params[i]
+        if errors[i] is not None or p is None:
+            fit.error = str(errors[i] or "the fit failed")
+            fits.append(fit)
+            continue
+        p = pd.Series(dict(p) if not isinstance(p, pd.Series) else p, dtype=float)
+        terms += [str(t) for t in p.index if str(t) not in terms]
+        fit.aliased = [str(t) for t, v in p.items() if np.isnan(v)]
+        cov = covs[i]
+        names = [str(t) for t in p.index if str(t) not in fit.aliased]
+        cov = cov.to_numpy(dtype=float) if isinstance(cov, pd.DataFrame) else np.asarray(cov, dtype=float)
+        cov = np.atleast_2d(cov) if cov.size else np.zeros((0, 0))
+        if cov.shape != (len(names), len(names)):
+            raise ValueError(f"fit {i + 1}: the covariance matrix is {cov.shape[0]}x{cov.shape[1] if cov.ndim > 1 else 0} "
+                             f"but it has {len(names)} estimable coefficients {names}; give the covariance of the "
+                             "non-aliased coefficients, in their order")
+        fit.params = pd.Series(p[names].to_numpy(), index=names)
+        fit.cov = pd.DataFrame(cov, index=names, columns=names)
+        fits.append(fit)
+    if not terms:
+        raise ValueError("no synthetic data set gave a usable fit; the reasons:\n" +
+                         "\n".join(f"  data set {f.index + 1}: {f.error}" for f in fits))
+    if noise_aware is not None:
+        warn_not_noise_aware(rule, bool(noise_aware), m, method, stacklevel=2)
+    fam = Family(str(family), str(family), None)
+    return _pool_dataset_fits(fits, terms, rule=rule, shape=None, dfcom=dfcom, n_orig=n_orig, level=level,
+                              se_ratio=se_ratio, se_limit=se_limit, formula=str(formula), family=fam,
+                              congeniality=list(congeniality or ()), stacklevel=3)

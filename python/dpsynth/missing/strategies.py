@@ -110,7 +110,7 @@ class _GeneratorWrapper(Generator):
             raise RuntimeError(f"{self.method}: a {inner.relation} generator cannot run under a {self.relation} "
                                "wrapper unless its table has a public or released size")
         seed = None if source.exact_os_entropy else int(source.numpy.integers(0, 2**31 - 1))
-        inner._fit_frame(frame, self.schema_, seed, allow_empty=True)
+        inner._fit_frame(frame, self.schema_, seed, allow_empty=True, charge_schema=False)
         note = (f" [{inner.relation} spend on a table of exactly {n_public} rows (public/released size); "
                 f"{self.relation} neighbours of the input give {inner.relation} neighbours of that table]"
                 if composed else "")

@@ -43,10 +43,17 @@ test_that("std.diff and the Karr et al. (2006) overlap follow their definitions"
   expect_true(any(grepl("not differentially private", out)))
 })
 
-test_that("non-overlapping intervals give a negative overlap", {
+test_that("non-overlapping intervals give a negative overlap (the engine's compare_table)", {
   skip_if_no_engine()
-  expect_equal(dpsynthr:::ci_overlap(0, 1, 2, 3), -1)
-  expect_equal(dpsynthr:::ci_overlap(c(0, NA), c(1, 1), c(0, 0), c(1, 1)), c(1, NA))
+  cmp <- reticulate::import("dpsynth.inference.compare", convert = FALSE)
+  pooled <- data.frame(term = c("a", "b"), estimate = c(2.5, 0.5), std.error = 1, conf.low = c(2, 0),
+                       conf.high = c(3, 1))
+  real <- data.frame(term = c("a", "b", "c"), estimate.obs = 0.5, std.error.obs = 1, statistic.obs = 0.5,
+                     conf.low.obs = c(0, NA, 0), conf.high.obs = 1)
+  tab <- dpsynthr:::nan_to_na(pandas_to_r(cmp$compare_table(r_to_pandas(pooled), r_to_pandas(real))))
+  expect_identical(tab$term, c("a", "b", "c"))
+  expect_equal(tab$ci.overlap, c(-1, NA, NA))
+  expect_equal(tab$std.diff, c(2, 0, NA))
 })
 
 test_that("dp_compare needs a model fit and a data.frame", {

@@ -49,7 +49,7 @@ test_that("every kind of shared case has an R runner (none is skipped as unknown
   source(file.path(shared, "run_shared_tests.R"), local = TRUE)
   kinds <- unique(vapply(shared_case_files(shared), function(f) read_shared_cases(f)$kind, ""))
   run_from_r <- c("gaussian_sigma", "cdp_rho", "cdp_eps", "schema_error", "roundtrip", "pool",
-                  "congeniality")
+                  "congeniality", "schema_from_data")
   expect_true(all(kinds %in% run_from_r),
               label = paste("kinds without an R runner (add one to shared_tests/run_shared_tests.R):",
                             paste(setdiff(kinds, run_from_r), collapse = ", ")))
