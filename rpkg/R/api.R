@@ -52,7 +52,10 @@ py_item <- function(x, i) reticulate::py_get_item(x, i)
 #'   character vectors; `NULL` when it does not say) and `analyses` (the
 #'   analysis formulas it was asked to serve). [dp_glm()] warns (class
 #'   `dpsynth_uncongenial_warning`) when a model needs a dependency that no
-#'   measured table carries.
+#'   measured table carries. With `method = "napsu-mq", missing = "mar"`
+#'   (and `incomplete =` the columns that may be missing) the data sets are
+#'   completed under missing at random: `missing_assumption` says so and
+#'   `missing_share` holds the released share missing per column.
 #' @examplesIf dpsynthr:::python_available()
 #' adult <- dp_dataset("adult")
 #' s <- dp_synthesize(adult, "independent", epsilon = 1, m = 2, seed = 1)
@@ -82,7 +85,9 @@ dp_synthesize <- function(data, method, epsilon, delta = NULL, m = 1, seed = NUL
                  diagnostics = diagnostics_to_r(res),
                  queries = queries_to_r(res),
                  noise_aware = tryCatch(py_json(res$generator$noise_aware), error = function(e) NULL),
-                 analyses = as.character(unlist(py_json(res$analyses)))),
+                 analyses = as.character(unlist(py_json(res$analyses))),
+                 missing_assumption = py_json(res$missing_assumption),
+                 missing_share = unlist(py_json(res$missing_share))),
             class = "dpsynth_synds")
 }
 
@@ -120,7 +125,9 @@ queries_to_r <- function(res) {
 # the generator's diagnostics dict -> named list (through JSON: numpy scalars do not convert)
 diagnostics_to_r <- function(res) {
   json <- reticulate::import("json", convert = FALSE)
-  out <- jsonlite::fromJSON(reticulate::py_to_r(json$dumps(res$diagnostics)), simplifyVector = TRUE)
+  # NaN is not JSON: pass it as a string and turn it back into NaN
+  text <- gsub("\\bNaN\\b", "\"NaN\"", reticulate::py_to_r(json$dumps(res$diagnostics)))
+  out <- lapply(jsonlite::fromJSON(text, simplifyVector = TRUE), function(v) if (identical(v, "NaN")) NaN else v)
   if (length(out)) out else list()
 }
 
@@ -218,6 +225,13 @@ print.dpsynth_synds <- function(x, ...) {
   if (!is.null(x$queries)) {
     cat("Measured marginal tables: ", length(x$queries), " ($queries; dp_glm() warns when a model needs ",
         "one that is missing)\n", sep = "")
+  }
+  if (!is.null(x$missing_assumption)) {
+    share <- if (length(x$missing_share)) {
+      paste0(" Released share missing: ", paste(sprintf("%s %.1f%%", names(x$missing_share), 100 * x$missing_share),
+                                                collapse = ", "), ".")
+    } else ""
+    cat("Missing values filled in; assumption: ", x$missing_assumption, ".", share, "\n", sep = "")
   }
   rhat <- cells_rhat(x$diagnostics)
   if (!is.na(rhat)) {

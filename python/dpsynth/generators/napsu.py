@@ -420,8 +420,9 @@ class NAPSUMQ(Generator):
             cells = self._cell_diagnostics(draws, lik, guide if not delayed else None)
         self.weights_ = cells.pop("weights", None)
         self.draws_ = cells.pop("kept", draws).detach()
+        if delayed:
+            self.diagnostics_["second_stage_accept"] = res.second_stage_accept
         self.diagnostics_.update({"accept_rate": res.accept_rate, "step_size": res.step_size,
-                                  "second_stage_accept": res.second_stage_accept,
                                   "n_leapfrog": res.n_leapfrog, "divergences": res.divergences,
                                   "gradient_evaluations": n_grad, "mcmc_seconds": seconds,
                                   "chains": int(draws.shape[0]), "draws_per_chain": int(draws.shape[1]),
