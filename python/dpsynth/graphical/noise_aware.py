@@ -226,6 +226,9 @@ class NoiseAwareLikelihood:
         x_ref = torch.as_tensor(x_ref, dtype=DTYPE).detach()
         with torch.no_grad():
             chol = self._terms(x_ref)[4]
+            # z = L⁻¹r as one product: a batched triangular solve would first copy L once per row
+            # of the batch (measured: 80 % of a gradient at 64 chains)
+            l_inv_t = torch.linalg.solve_triangular(chol, torch.eye(chol.shape[0], dtype=DTYPE), upper=False).T
         log_det = float(torch.log(torch.diagonal(chol)).sum())
         def frozen(x: torch.Tensor) -> torch.Tensor:
             if self.form == "reduced":
@@ -234,7 +237,7 @@ class NoiseAwareLikelihood:
             else:
                 mu = self.model.table_marginals(x[..., :self.D])
             r = self.y - self.counts(x)[..., self.group_of_cell] * mu
-            z = torch.linalg.solve_triangular(chol, r.unsqueeze(-1), upper=False).squeeze(-1)
+            z = r @ l_inv_t
             return -0.5 * (z ** 2).sum(-1) - log_det + self.log_prior(x)
 
         # first-order correction: the gradient of log p − log q at x_ref (one exact gradient)
