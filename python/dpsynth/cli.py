@@ -69,8 +69,8 @@ def _demo_data(method: str):
 
     d, s = adult_reduced(df, schema)
     # workclass is the one column of the 10 with missing values (public: the dataset's documentation);
-    # missing as its own level keeps one row count for every table
-    return d, s, {"analyses": [DEMO_FORMULA], "missing": "level", "incomplete": ["workclass"]}
+    # missing="mar" measures it with missing as its own level and releases completed datasets
+    return d, s, {"analyses": [DEMO_FORMULA], "missing": "mar", "incomplete": ["workclass"]}
 
 
 def _demo_analysis_frame(frame):
