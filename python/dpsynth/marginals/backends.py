@@ -84,6 +84,10 @@ class Table:
     def to_pandas(self, schema: Schema, method: str = "this method") -> pd.DataFrame:  # pragma: no cover
         raise NotImplementedError
 
+    def count(self, schema: Schema) -> int:  # pragma: no cover
+        """Number of rows (validating the table against ``schema`` first where that is a query)."""
+        raise NotImplementedError
+
 
 class FrameTable(Table):
     """A pandas DataFrame: encoded in memory by :meth:`Schema.encode`, then grouped by numpy."""
@@ -106,6 +110,9 @@ class FrameTable(Table):
 
     def to_pandas(self, schema, method="this method"):
         return self.df
+
+    def count(self, schema):
+        return len(self.df)
 
 
 class SQLTable(Table):
