@@ -416,6 +416,10 @@ def _category_codes(s: pd.Series, col: Column) -> np.ndarray:
         return codes.astype(np.int64)
     na = s.isna().to_numpy()
     vals = s.to_numpy(dtype=object)
+    if pd.api.types.infer_dtype(vals, skipna=True) == "string":  # text (CSV, SQL): one hash lookup per cell
+        text = {k: v for k, v in table.items() if isinstance(k, str)}
+        mapped = pd.Series(vals).map(text).to_numpy(dtype=float, na_value=np.nan)
+        return np.where(na, MISSING, np.where(np.isnan(mapped), -2, mapped)).astype(np.int64)
     codes = np.full(len(s), MISSING, dtype=np.int64)
     for i in np.flatnonzero(~na):
         v = vals[i]

@@ -199,12 +199,21 @@ class EncodedRows(Rows):
 
     @classmethod
     def grouped(cls, codes: np.ndarray, sizes: Sequence[int]) -> "EncodedRows":
-        """The distinct rows of ``codes`` with their multiplicities (same counts, fewer rows)."""
+        """The distinct rows of ``codes`` with their multiplicities (same counts, fewer rows);
+        a hash group-by (pandas), as a SQL backend's GROUP BY."""
+        import pandas as pd
+
         codes = np.asarray(codes)
         if codes.shape[0] == 0:
             return cls(codes, sizes)
-        distinct, counts = np.unique(codes, axis=0, return_counts=True)
-        return cls(distinct, sizes, counts)
+        small = codes.astype(np.int32 if max(sizes, default=0) < 2 ** 31 - 1 else np.int64)
+        counts = pd.DataFrame(small).groupby(list(range(codes.shape[1])), sort=False).size()
+        index = counts.index
+        if codes.shape[1] == 1:
+            distinct = index.to_numpy().reshape(-1, 1)
+        else:
+            distinct = np.column_stack([index.get_level_values(j).to_numpy() for j in range(codes.shape[1])])
+        return cls(distinct.astype(np.int64), sizes, counts.to_numpy())
 
 
 def as_rows(rows, sizes: Sequence[int]) -> Rows:
