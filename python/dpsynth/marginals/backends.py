@@ -90,7 +90,7 @@ class Table:
 
 
 class FrameTable(Table):
-    """A pandas DataFrame: encoded in memory by :meth:`Schema.encode`, then grouped by numpy."""
+    """A pandas DataFrame: encoded in memory by :meth:`Schema.encode`, then grouped (hash group-by)."""
 
     kind = "pandas"
 
@@ -103,10 +103,7 @@ class FrameTable(Table):
         schema.validate(self.df, allow_empty=allow_empty)
 
     def rows(self, schema):
-        codes = schema.encode(self.df[schema.names])
-        if codes.shape[0] > 2 * self.max_distinct:  # grouping would not pay off: count the rows themselves
-            return EncodedRows(codes, schema.domain_sizes)
-        return EncodedRows.grouped(codes, schema.domain_sizes)
+        return EncodedRows.grouped(schema.encode(self.df[schema.names]), schema.domain_sizes)
 
     def to_pandas(self, schema, method="this method"):
         return self.df
