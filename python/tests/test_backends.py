@@ -188,8 +188,12 @@ def test_row_methods_refuse_a_table_too_large_for_memory(tricky):
 
 
 def test_privbayes_e_imports_neither_torch_nor_statsmodels():
+    """``import dpsynth`` stays light (bench/scale.py times it against pandas), and a PrivBayesE run
+    loads neither torch nor statsmodels nor scikit-learn."""
     code = textwrap.dedent("""
         import sys, dpsynth
+        heavy = [m for m in ("torch", "statsmodels", "sklearn", "scipy", "duckdb", "pyspark") if m in sys.modules]
+        assert not heavy, f"import dpsynth loaded {heavy}"
         df, schema = dpsynth.load_dataset("adult")
         dpsynth.synthesize(df.iloc[:2000], schema, "privbayes-e", 1.0, seed=1)
         heavy = [m for m in ("torch", "statsmodels", "sklearn") if m in sys.modules]

@@ -273,8 +273,9 @@ def _r_score(table) -> float:
     n = table.sum()
     if n == 0:
         return 0.0
-    t = table.astype(float)
-    expected = np.outer(t.sum(axis=1), t.sum(axis=0)) / n
+    rows, cols = table.sum(axis=1), table.sum(axis=0)
+    t = table[rows > 0][:, cols > 0].astype(float)  # empty rows and columns add |0 − 0| = 0
+    expected = np.outer(rows[rows > 0], cols[cols > 0]) / n
     return 0.5 * float(np.abs(t - expected).sum())
 
 

@@ -71,7 +71,7 @@ def count_with_missing(codes: np.ndarray, attr: int, size: int) -> np.ndarray:
 # ---------------------------------------------------------------------- the counting interface
 def _spec(table) -> tuple:
     """Normalise a table to a tuple of (attribute, level) pairs."""
-    return tuple((int(a), 0) if np.isscalar(a) else (int(a[0]), int(a[1])) for a in table)
+    return tuple((int(a[0]), int(a[1])) if isinstance(a, (tuple, list)) else (int(a), 0) for a in table)
 
 
 class Rows:
@@ -145,7 +145,7 @@ class Rows:
         full = np.bincount(index, weights=weights, minlength=math.prod(ext_shape)).reshape(ext_shape)
         if not missing_cell:
             full = full[tuple(slice(0, s - 1) for s in ext_shape)]
-        return np.rint(full).astype(np.int64) if weights is not None else full.astype(np.int64)
+        return full.astype(np.int64)  # weighted sums of whole numbers below 2^53 are exact
 
     def _index(self, spec, columns) -> np.ndarray:
         index = None

@@ -119,7 +119,7 @@ class SQLTable(Table):
 
     def __init__(self, **opts):
         super().__init__(**opts)
-        self._checked: dict = {}  # schema → number of rows, once validated
+        self._checked: dict = {}  # schema → (number of rows, distinct encoded rows or None), once validated
 
     # --- dialect (DuckDB's; Spark overrides)
     @staticmethod
@@ -131,7 +131,8 @@ class SQLTable(Table):
         return "'" + str(value).replace("'", "''") + "'"
 
     def _fetch(self, sql: str) -> dict:  # pragma: no cover
-        """Run ``sql`` (which reads the source as ``self.view``): column name → float array, NaN for NULL."""
+        """Run ``sql`` (which reads the source as ``self.view``): column name → numpy array (a float
+        array with NaN for NULL where a column has NULLs)."""
         raise NotImplementedError
 
     def _types(self) -> list[str]:  # pragma: no cover
@@ -169,20 +170,58 @@ class SQLTable(Table):
                 whens.append(f"WHEN CAST({ident} AS STRING) = {self.string(str(c))} THEN {i}")
         return f"CASE WHEN {ident} IS NULL{nan} THEN {MISSING} {' '.join(whens)} ELSE -2 END"
 
-    # --- validation
+    # --- validation and the distinct encoded rows (one scan)
     def validate(self, schema, allow_empty=False):
-        key = json.dumps(schema.to_dict(), sort_keys=True, default=str)
-        if key not in self._checked:
-            self._checked[key] = self._check(schema)
-        if self._checked[key] == 0 and not allow_empty:
+        if self.count(schema) == 0 and not allow_empty:
             raise ValueError(f"the {self.kind} table has no rows; pass the private table with at least one row")
 
     def count(self, schema) -> int:
         """Number of rows (validating the table against ``schema`` first)."""
-        self.validate(schema, allow_empty=True)
-        return self._checked[json.dumps(schema.to_dict(), sort_keys=True, default=str)]
+        return self._scan(schema)[0]
 
-    def _check(self, schema) -> int:
+    def rows(self, schema):
+        n, distinct = self._scan(schema)
+        return SQLRows(self, schema, n=n) if distinct is None else distinct
+
+    def _scan(self, schema) -> tuple:
+        """(number of rows, EncodedRows of the distinct encoded rows or None when there are more than
+        ``max_distinct``), after the schema checks; one GROUP BY over the encoded rows (a second,
+        counting query only when they are too many), cached per schema."""
+        key = json.dumps(schema.to_dict(), sort_keys=True, default=str)
+        if key not in self._checked:
+            self._check_types(schema)
+            d = len(schema)
+            radix = [c.size + 2 for c in schema.columns.values()]  # codes -2..size-1, shifted by 2
+            chunks = _pack_chunks(radix)
+            packs = ", ".join(f"{_pack_sql(chunk, radix)} AS k{i}" for i, chunk in enumerate(chunks))
+            keys = ", ".join(f"k{i}" for i in range(len(chunks)))
+            out = self._fetch(f"SELECT {keys}, COUNT(*) AS n FROM (SELECT {packs} FROM ({self.encoded_sql(schema)}) "
+                              f"AS t) AS p GROUP BY {keys} LIMIT {self.max_distinct + 1}")
+            if len(out["n"]) <= self.max_distinct:
+                codes = np.empty((len(out["n"]), d), dtype=np.int64)
+                for i, chunk in enumerate(chunks):
+                    rest = out[f"k{i}"].astype(np.int64)
+                    for j in reversed(chunk):
+                        rest, codes[:, j] = np.divmod(rest, radix[j])
+                codes -= 2
+                bad = (codes == -2).any(axis=0)
+                counts = out["n"].astype(np.int64)
+                n, distinct = int(counts.sum()), EncodedRows(codes, schema.domain_sizes, counts)
+            else:
+                cats = [j for j, c in enumerate(schema.columns.values()) if c.is_categorical]
+                flags = "".join(f", MAX(CASE WHEN c{j} = -2 THEN 1 ELSE 0 END) AS bad{j}" for j in cats)
+                out = self._fetch(f"SELECT COUNT(*) AS n{flags} FROM ({self.encoded_sql(schema)}) AS t")
+                bad = np.zeros(d, dtype=bool)
+                bad[cats] = [np.nan_to_num(out[f"bad{j}"][0]) > 0 for j in cats]
+                n, distinct = int(out["n"][0]), None
+            for j in np.flatnonzero(bad):  # a domain check: the message names no value
+                name = schema.names[j]
+                raise ValueError(unknown_categories_message(
+                    name, f"SELECT DISTINCT {self.ident(name)} on the {self.kind} table"))
+            self._checked[key] = (n, distinct)
+        return self._checked[key]
+
+    def _check_types(self, schema) -> None:
         if not self.columns:
             raise ValueError(f"the {self.kind} table has no columns")
         schema.check_columns(self.columns)
@@ -193,27 +232,6 @@ class SQLTable(Table):
                                                or base.startswith("decimal")):
                 raise TypeError(f"column {name!r} is numeric in the schema but has type {typ} in the {self.kind} "
                                 "table; cast it to a number (CAST(... AS DOUBLE)) or declare it categorical")
-        cats = [j for j, c in enumerate(schema.columns.values()) if c.is_categorical]
-        flags = "".join(f", MAX(CASE WHEN c{j} = -2 THEN 1 ELSE 0 END) AS bad{j}" for j in cats)
-        out = self._fetch(f"SELECT COUNT(*) AS n{flags} FROM ({self.encoded_sql(schema)}) AS t")
-        for j in cats:
-            if np.nan_to_num(out[f"bad{j}"][0]) > 0:  # a domain check: the message names no value
-                name = schema.names[j]
-                raise ValueError(unknown_categories_message(
-                    name, f"SELECT DISTINCT {self.ident(name)} on the {self.kind} table"))
-        return int(out["n"][0])
-
-    # --- counting
-    def rows(self, schema):
-        self.validate(schema, allow_empty=True)
-        d = len(schema)
-        cols = ", ".join(f"c{j}" for j in range(d))
-        out = self._fetch(f"SELECT {cols}, COUNT(*) AS n FROM ({self.encoded_sql(schema)}) AS t "
-                          f"GROUP BY {cols} LIMIT {self.max_distinct + 1}")
-        if len(out["n"]) > self.max_distinct:
-            return SQLRows(self, schema)
-        codes = np.column_stack([out[f"c{j}"] for j in range(d)]).astype(np.int64).reshape(-1, d)
-        return EncodedRows(codes, schema.domain_sizes, out["n"].astype(np.int64))
 
     def grouping_sets(self, schema, sets: Sequence[tuple], where: str = "") -> dict:
         """Counts of the encoded rows grouped by each attribute set (attribute indices, sorted),
@@ -249,13 +267,15 @@ class SQLRows(Rows):
     """Counting that stays in the backend: each batch of tables is one GROUP BY GROUPING SETS query
     (used when the rows have more than ``max_distinct`` distinct encodings)."""
 
-    def __init__(self, table: SQLTable, schema: Schema, missing_level=(), complete_only: bool = False):
+    def __init__(self, table: SQLTable, schema: Schema, missing_level=(), complete_only: bool = False,
+                 n: int | None = None):
         super().__init__(schema.domain_sizes, missing_level)
         self.source, self.schema, self.complete_only = table, schema, complete_only
         d = len(schema)
         self._where = ("WHERE " + " AND ".join(f"c{j} >= 0" for j in range(d))) if complete_only else ""
-        out = table._fetch(f"SELECT COUNT(*) AS n FROM ({table.encoded_sql(schema)}) AS t {self._where}")
-        self.n = int(out["n"][0])
+        if n is None:
+            n = table._fetch(f"SELECT COUNT(*) AS n FROM ({table.encoded_sql(schema)}) AS t {self._where}")["n"][0]
+        self.n = int(n)
 
     def tables(self, tables, missing_cell=False):
         specs = [_spec(t) for t in tables]
@@ -304,6 +324,7 @@ class DuckDBTable(SQLTable):
             raise ValueError(f"no such file or folder: {str(path)!r}; pass the path to a Parquet or CSV file")
         name = p.name.lower()
         conn = duckdb.connect(":memory:", config={"memory_limit": DUCKDB_MEMORY_LIMIT})
+        conn.execute("SET enable_progress_bar = false")
         if p.is_dir():
             if not any(p.glob("*.parquet")):
                 raise ValueError(f"folder {str(path)!r} holds no .parquet files; pass a Parquet or CSV file")
@@ -325,7 +346,7 @@ class DuckDBTable(SQLTable):
 
     def _fetch(self, sql):
         out = self.relation.query(self.view, sql).fetchnumpy()
-        return {k: _float_array(v) for k, v in out.items()}
+        return {k: _plain_array(v) for k, v in out.items()}
 
     def _types(self):
         return [str(t) for t in self.relation.types]
@@ -358,8 +379,7 @@ class SparkTable(SQLTable):
         result = self.df.sparkSession.sql(sql)
         names = result.columns
         rows = result.collect()
-        values = np.array([tuple(r) for r in rows], dtype=np.float64).reshape(len(rows), len(names))
-        return {n: values[:, j] for j, n in enumerate(names)}
+        return {n: _plain_array([r[j] for r in rows]) for j, n in enumerate(names)}
 
     def _types(self):
         return [t for _, t in self.df.dtypes]
@@ -396,7 +416,36 @@ def _as_number(c):
     return f if text == str(c) else None
 
 
-def _float_array(v) -> np.ndarray:
+def _plain_array(v) -> np.ndarray:
+    """A query's column as numpy: integers stay int64 (packed keys need all 63 bits); a column with
+    NULLs becomes float64 with NaN (codes and counts are small)."""
     if isinstance(v, np.ma.MaskedArray):
-        return np.ma.filled(v.astype(np.float64), np.nan)
-    return np.asarray(v, dtype=np.float64)
+        if np.ma.getmaskarray(v).any():
+            return np.ma.filled(v.astype(np.float64), np.nan)
+        v = v.data
+    if isinstance(v, list):
+        if any(x is None for x in v):
+            return np.array([np.nan if x is None else x for x in v], dtype=np.float64)
+        v = np.array(v, dtype=np.int64 if all(isinstance(x, int) for x in v) else np.float64)
+    return np.asarray(v)
+
+
+def _pack_chunks(radix: Sequence[int], limit: int = 2 ** 62) -> list[list[int]]:
+    """Consecutive groups of columns whose mixed-radix key fits a BIGINT."""
+    chunks, prod = [[]], 1
+    for j, r in enumerate(radix):
+        if chunks[-1] and prod * r >= limit:
+            chunks.append([])
+            prod = 1
+        chunks[-1].append(j)
+        prod *= r
+    return chunks
+
+
+def _pack_sql(chunk: Sequence[int], radix: Sequence[int]) -> str:
+    """Σ (c_j + 2)·stride_j over ``chunk`` as a BIGINT (Horner form, first column most significant)."""
+    expr = ""
+    for j in chunk:
+        term = f"(CAST(c{j} AS BIGINT) + 2)"
+        expr = term if not expr else f"({expr}) * {radix[j]} + {term}"
+    return expr
