@@ -274,9 +274,11 @@ def _r_score(table) -> float:
     if n == 0:
         return 0.0
     rows, cols = table.sum(axis=1), table.sum(axis=0)
-    t = table[rows > 0][:, cols > 0].astype(float)  # empty rows and columns add |0 − 0| = 0
-    expected = np.outer(rows[rows > 0], cols[cols > 0]) / n
-    return 0.5 * float(np.abs(t - expected).sum())
+    t = table[rows > 0][:, cols > 0]  # empty rows and columns add |0 − 0| = 0
+    gap = np.outer(rows[rows > 0].astype(float), cols[cols > 0].astype(float))
+    gap /= n
+    np.subtract(t, gap, out=gap)
+    return 0.5 * float(np.abs(gap, out=gap).sum())
 
 
 def _mi_score(table) -> float:

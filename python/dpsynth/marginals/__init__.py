@@ -168,7 +168,7 @@ class EncodedRows(Rows):
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         self.n = int(self.codes.shape[0] if weights is None else round(float(self.weights.sum())))
         self._ext: dict = {}
-        self._prefix: tuple = ((), None)
+        self._stack: list = []  # [(attribute, level), index of the head up to it]
 
     def tables(self, tables, missing_cell: bool = False) -> Iterator[np.ndarray]:
         for t in tables:
@@ -177,11 +177,23 @@ class EncodedRows(Rows):
             if not spec:
                 yield np.array(self.n, dtype=np.int64)
                 continue
-            head = spec[:-1]
-            if head and self._prefix[0] != head:
-                self._prefix = (head, self._index(head, [self.codes[:, a] for a, _ in head]))
             yield self._dense(spec, [self.codes[:, a] for a, _ in spec], self.weights, missing_cell,
-                              index=self._prefix[1] if head else None)
+                              index=self._head_index(spec[:-1]))
+
+    def _head_index(self, head) -> np.ndarray | None:
+        """Extended index of the leading attributes ``head``, built on the longest prefix it shares
+        with the previous head (tables asked for in sorted order share long prefixes)."""
+        if not head:
+            return None
+        stack = self._stack
+        k = 0
+        while k < min(len(stack), len(head)) and stack[k][0] == head[k]:
+            k += 1
+        del stack[k:]
+        for a, lvl in head[k:]:
+            e = self._extended(a, lvl, None)
+            stack.append(((a, lvl), e if not stack else stack[-1][1] * (self.width(a, lvl) + 1) + e))
+        return stack[-1][1]
 
     def _extended(self, attr, level, codes):
         key = (attr, level)
