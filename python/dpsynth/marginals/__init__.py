@@ -79,8 +79,9 @@ class Rows:
     attribute (schema order); ``missing_level``: attributes whose missing value is counted as an
     extra last level (NAPSU-MQ's ``missing="level"``) instead of leaving the row out of the table.
 
-    Subclasses provide ``n`` (number of rows) and ``_keys(spec)`` → (codes of the spec's attributes
-    as a k × len(spec) array, with MISSING for a missing cell; multiplicities or None)."""
+    Subclasses provide ``n`` (number of rows), :meth:`tables` (usually: codes of each table's
+    attributes and their multiplicities handed to :meth:`_dense`), :meth:`complete` and
+    :meth:`with_missing_level`."""
 
     def __init__(self, sizes: Sequence[int], missing_level: Iterable[int] = ()):
         self.sizes = [int(s) for s in sizes]
@@ -98,13 +99,9 @@ class Rows:
         ``missing_cell``: keep one extra last cell per axis for rows missing that attribute."""
         return next(self.tables([table], missing_cell=missing_cell))
 
-    def tables(self, tables, missing_cell: bool = False) -> Iterator[np.ndarray]:
+    def tables(self, tables, missing_cell: bool = False) -> Iterator[np.ndarray]:  # pragma: no cover
         """:meth:`table` for each of ``tables``, lazily (a backend may count them in batches)."""
-        for t in tables:
-            spec = _spec(t)
-            self._check_cells(spec)
-            keys, weights = self._keys(spec)
-            yield self._dense(spec, [keys[:, j] for j in range(len(spec))], weights, missing_cell)
+        raise NotImplementedError
 
     def complete(self) -> "Rows":  # pragma: no cover - every backend implements it
         """The rows observed on every attribute (PrivBayes's complete-rows mode)."""
@@ -134,7 +131,7 @@ class Rows:
     def _dense(self, spec, columns, weights, missing_cell: bool, index: np.ndarray | None = None) -> np.ndarray:
         """Bincount over the extended domains, then slice the missing slots off: exactly the
         available-case table, no masks. ``index``: the extended index of all but the last
-        attribute, if the caller has it already (PrivBayes scores many tables per parent set)."""
+        attribute, if the caller has it already."""
         if not spec:
             return np.array(self.n, dtype=np.int64)
         ext_shape = [self.width(a, lvl) + 1 for a, lvl in spec]
@@ -158,8 +155,8 @@ class Rows:
 class EncodedRows(Rows):
     """Codes in memory (n × d, MISSING for a missing cell), each row with an optional multiplicity
     ``weights`` (the distinct encoded rows a backend grouped). Columns at each level are cached,
-    and the index of a table's leading attributes is reused for the next table with the same
-    leading attributes (PrivBayes scores every new attribute against one parent set in a row)."""
+    and the index of a table's leading attributes is built on the prefix it shares with the
+    previous table's (PrivBayes asks for its candidate tables sorted by parent set)."""
 
     def __init__(self, codes: np.ndarray, sizes: Sequence[int], weights: np.ndarray | None = None,
                  missing_level: Iterable[int] = ()):
