@@ -9,7 +9,9 @@
   clipped and binned by the schema's edges, NULL/NaN → MISSING) and group the encoded rows; the
   distinct encoded rows and their multiplicities come back to Python if there are at most
   ``max_distinct`` of them, otherwise every table is a ``GROUP BY GROUPING SETS`` query
-  (:class:`SQLRows`). No private row is read into Python by either;
+  (:class:`SQLRows`). No private row is read into Python by either. The second path is for data
+  whose encoded rows are nearly all distinct; it is slow for PrivBayes, which scores thousands of
+  candidate tables (1M Adult rows: about 640 s against 4 s grouped, same synthetic data);
 * ``to_pandas(schema, method)``: the rows as a DataFrame, for the generators that train on rows
   (DP-SGD, column-wise, pMSE, the missing-data strategies); refused with a clear error when the
   table is larger than ``max_cells_in_memory`` cells (rows × columns).
