@@ -37,7 +37,6 @@ from . import EncodedRows, Rows, _spec
 NA_STRINGS = ("", "NA", "?")
 MAX_DISTINCT = 1_000_000            # distinct encoded rows brought into Python; beyond, counting stays in SQL
 MAX_CELLS_IN_MEMORY = 100_000_000   # rows × columns a row-reading method may load from a path or a relation
-GROUPING_BATCH = 32                 # tables per GROUPING SETS query in SQLRows
 DUCKDB_MEMORY_LIMIT = "512MB"       # for the connection dpsynth opens on a path (DuckDB spills beyond it)
 _PARQUET = (".parquet", ".pq")
 _CSV = (".csv", ".tsv", ".csv.gz", ".tsv.gz")
@@ -118,6 +117,8 @@ class SQLTable(Table):
     """Rows behind SQL: the schema's encoding as SQL expressions, counting as GROUP BY queries.
     Subclasses say how to quote, how to run a query on the source (named ``self.view``) and the
     source's column names and types."""
+
+    grouping_batch = 256  # tables per GROUPING SETS query in SQLRows (DuckDB: one scan, a hash table per set)
 
     def __init__(self, **opts):
         super().__init__(**opts)
@@ -281,8 +282,9 @@ class SQLRows(Rows):
 
     def tables(self, tables, missing_cell=False):
         specs = [_spec(t) for t in tables]
-        for start in range(0, len(specs), GROUPING_BATCH):
-            chunk = specs[start:start + GROUPING_BATCH]
+        batch = self.source.grouping_batch
+        for start in range(0, len(specs), batch):
+            chunk = specs[start:start + batch]
             for spec in chunk:
                 self._check_cells(spec)
             sets = list(dict.fromkeys(tuple(sorted({a for a, _ in s})) for s in chunk if s))
@@ -361,6 +363,7 @@ class SparkTable(SQLTable):
     """A ``pyspark.sql.DataFrame``: queries run on a temporary view in its session."""
 
     kind = "Spark"
+    grouping_batch = 32  # Spark expands each row once per grouping set
 
     def __init__(self, df, **opts):
         super().__init__(**opts)
