@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 APT_PKGS := r-base-core r-base-dev r-cran-reticulate r-cran-testthat r-cran-mice r-cran-survey \
-            r-cran-rmarkdown r-cran-jsonlite r-cran-knitr pandoc chromium
+            r-cran-rmarkdown r-cran-jsonlite r-cran-knitr pandoc chromium openjdk-17-jre-headless
 export RETICULATE_PYTHON := $(CURDIR)/.venv/bin/python
 export DPSYNTH_SHARED_TESTS := $(CURDIR)/shared_tests
 
@@ -13,14 +13,15 @@ export DPSYNTH_SHARED_TESTS := $(CURDIR)/shared_tests
 setup: apt venv rpkg
 
 apt:
-	@if dpkg -s $(APT_PKGS) >/dev/null 2>&1; then echo "apt: R and pandoc already installed"; else \
+	@if dpkg -s $(APT_PKGS) >/dev/null 2>&1; then echo "apt: R, pandoc and Java already installed"; else \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS); fi
 
-# torch first, from the local CPU build (an unpinned torch would pull a multi-GB CUDA build)
+# torch first, from the local CPU build (an unpinned torch would pull a multi-GB CUDA build);
+# the spark extra (pyspark, run on the Java from apt) so that the Spark backend's tests run too
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(VENV)/bin/pip install -q torch==2.13.0
-	$(VENV)/bin/pip install -q -e ".[test]"
+	$(VENV)/bin/pip install -q -e ".[test,spark]"
 	@touch $@
 
 venv: apt $(VENV)/.installed

@@ -1,21 +1,21 @@
 """The front door: ``synthesize(df, schema, method, epsilon, ...)``."""
 from __future__ import annotations
 
-import numbers
-
-import pandas as pd
-
 from .generators import generator_class, make_generator
+from .marginals import open_table
 from .generators.base import check_count
 from .privacy import check_delta, check_epsilon, check_seed
 from .result import SynthResult
 from .schema import Schema
 
 
-def synthesize(df: pd.DataFrame, schema: Schema, method: str, epsilon: float, delta: float | None = None,
+def synthesize(df, schema: Schema, method: str, epsilon: float, delta: float | None = None,
                m: int = 1, seed: int | None = None, n: int | None = None, **options) -> SynthResult:
     """Fit ``method`` on ``df`` under the public ``schema`` with budget (ε, δ) and draw ``m`` datasets.
 
+    ``df``: a DataFrame, a path to a Parquet or CSV file, a DuckDB relation or a Spark DataFrame
+    (:func:`dpsynth.marginals.open_table`); the marginal-based methods (independent, privbayes,
+    privbayes-e, napsu-mq) count where the data live, the others need the rows in memory.
     Everything is validated before any private row is read; ``df`` is never modified.
     ``seed`` makes the run repeatable (for tests; default: OS entropy).
     ``options`` go to the generator, e.g. ``analyses=["income ~ age + race + sex"]`` for
@@ -37,9 +37,10 @@ def synthesize(df: pd.DataFrame, schema: Schema, method: str, epsilon: float, de
     seed = check_seed(seed)
     if not isinstance(schema, Schema):
         raise TypeError(f"schema must be a dpsynth.Schema (e.g. Schema.from_json(path)), got {type(schema).__name__}")
-    schema.validate(df)
+    table = open_table(df, schema)
+    table.validate(schema)
     if cls.needs_bounds:
         schema.require_bounds()
     gen = make_generator(method, epsilon, delta, **options)
-    gen.fit(df, schema, seed=seed)
+    gen.fit(table, schema, seed=seed)
     return gen.sample(n=n, m=m, seed=None if seed is None else seed + 1)

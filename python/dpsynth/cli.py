@@ -1,6 +1,7 @@
 """The ``dpsynth`` command line.
 
     dpsynth synthesize DATA.csv --schema S.json --method privbayes-e --epsilon 1 --m 5 --out DIR
+    dpsynth synthesize DATA.parquet --schema S.json --method privbayes-e --epsilon 1 --out DIR
     dpsynth synthesize DATA.csv --schema S.json --method napsu-mq --epsilon 1 --delta 1e-9 --m 20 \
         --analysis "income ~ age + sex" --out DIR
     dpsynth report DIR --formula "y ~ x1 + x2" --family binomial [--real DATA.csv]
@@ -25,15 +26,30 @@ def _read_csv(path: str, schema):
     return df.where(df.notna(), None)
 
 
+def _open_data(path: str, schema, method: str):
+    """A Parquet file (or folder of them) stays in DuckDB; so does a CSV file for the methods that only
+    count marginals (read with the same missing-value cells); otherwise the CSV is read by pandas."""
+    from dpsynth.generators import generator_class
+    from dpsynth.marginals import open_table
+
+    name = path.lower()
+    if not Path(path).exists():
+        raise ValueError(f"no such file or folder: {path!r}")
+    csv = name.endswith((".csv", ".tsv", ".csv.gz", ".tsv.gz"))
+    if csv and not generator_class(method)[0].counts_only:
+        return open_table(_read_csv(path, schema))
+    return open_table(path, schema)
+
+
 def cmd_synthesize(args) -> int:
     import dpsynth
 
     schema = dpsynth.Schema.from_json(args.schema)
-    df = _read_csv(args.data, schema)
+    table = _open_data(args.data, schema, args.method)
     if not args.quiet:
-        print(f"fitting {args.method} on {len(df)} rows at epsilon={args.epsilon} ...", file=sys.stderr)
+        print(f"fitting {args.method} on {table.count(schema)} rows at epsilon={args.epsilon} ...", file=sys.stderr)
     options = {"analyses": args.analysis} if args.analysis else {}
-    res = dpsynth.synthesize(df, schema, args.method, epsilon=args.epsilon, delta=args.delta, m=args.m,
+    res = dpsynth.synthesize(table, schema, args.method, epsilon=args.epsilon, delta=args.delta, m=args.m,
                              seed=args.seed, n=args.n, **options)
     out = Path(args.out)
     res.to_csv(out)
@@ -211,8 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version="dpsynth 0.1.0")
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("synthesize", help="fit a generator on a CSV file and write m synthetic datasets")
-    s.add_argument("data", help="private CSV file (empty cells, NA or ? are missing)")
+    s = sub.add_parser("synthesize", help="fit a generator on a CSV or Parquet file and write m synthetic datasets")
+    s.add_argument("data", help="private CSV file (empty cells, NA or ? are missing) or Parquet file/folder; the "
+                                "marginal-based methods count it in DuckDB without loading it")
     s.add_argument("--schema", required=True, help="public schema JSON (categories, bounds, bins)")
     s.add_argument("--method", default="privbayes-e", help="generator (default privbayes-e)")
     s.add_argument("--epsilon", type=float, required=True, help="privacy budget epsilon > 0")

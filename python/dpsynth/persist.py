@@ -43,6 +43,7 @@ import io
 import json
 import os
 import re
+import sys
 
 import numpy as np
 import pandas as pd
@@ -232,9 +233,8 @@ class _Encoder:
         return {"values": self.node(values, path), "dtype": str(s.dtype)}
 
     def _torch(self, o, path):
-        try:
-            import torch
-        except ImportError:  # pragma: no cover - torch is a dependency
+        torch = sys.modules.get("torch")  # an object can only be a tensor if torch is loaded: never import it here
+        if torch is None:
             return None
         if isinstance(o, torch.nn.Parameter):
             return {"$parameter": self._tensor(o.data, path), "requires_grad": bool(o.requires_grad)}
@@ -248,7 +248,7 @@ class _Encoder:
 
     def _tensor(self, t, path) -> dict:
         t = t.detach().cpu()
-        if t.is_sparse or t.dtype not in _TORCH_DTYPES:
+        if t.is_sparse or t.dtype not in _torch_dtypes():
             self._fail(t, path)
         return {"$tensor": self.array(t.numpy()), "dtype": str(t.dtype).removeprefix("torch."),
                 "requires_grad": bool(t.requires_grad)}
@@ -260,14 +260,12 @@ class _Encoder:
                         "pandas objects and dpsynth objects")
 
 
-_TORCH_DTYPES = set()
-try:
+def _torch_dtypes() -> set:
+    """The torch dtypes a saved tensor may have (torch imported on first use, not with dpsynth)."""
     import torch as _torch
 
-    _TORCH_DTYPES = {_torch.float64, _torch.float32, _torch.float16, _torch.int64, _torch.int32, _torch.int16,
-                     _torch.int8, _torch.uint8, _torch.bool, _torch.complex64, _torch.complex128}
-except ImportError:  # pragma: no cover
-    pass
+    return {_torch.float64, _torch.float32, _torch.float16, _torch.int64, _torch.int32, _torch.int16,
+            _torch.int8, _torch.uint8, _torch.bool, _torch.complex64, _torch.complex128}
 
 
 _TAGS = {"float", "scalar", "array", "objarray", "dtype", "tuple", "set", "frozenset", "dict", "odict", "class",
@@ -405,7 +403,7 @@ class _Decoder:
         import torch
 
         dtype = getattr(torch, str(n.get("dtype")), None)
-        if dtype not in _TORCH_DTYPES:
+        if dtype not in _torch_dtypes():
             raise ValueError(f"bad tensor dtype {n.get('dtype')!r}")
         t = torch.from_numpy(np.array(self.array(i))).to(dtype)
         return t.requires_grad_(bool(n.get("requires_grad"))) if t.is_floating_point() else t
@@ -419,7 +417,7 @@ class _Decoder:
         import torch
 
         dtype = getattr(torch, str(v), None)
-        if dtype not in _TORCH_DTYPES:
+        if dtype not in _torch_dtypes():
             raise ValueError(f"bad torch dtype {v!r}")
         return dtype
 

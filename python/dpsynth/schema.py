@@ -368,14 +368,41 @@ class Schema:
                              "so add 'lower' and 'upper' from public documentation to the schema")
 
     # ---------------------------------------------------------------- validation
-    def validate(self, df: pd.DataFrame, allow_empty: bool = False) -> None:
+    def validate(self, df, allow_empty: bool = False) -> None:
         """Raise ValueError/TypeError (saying what to fix) if ``df`` does not fit the schema: its
         columns, and each value inside the public domain (a category of the schema, a number for a
         numeric column). Nothing else about the rows is checked: a column with no observed value is
         valid data (a neighbour of data with one observed value), and refusing it would release that
-        fact. ``allow_empty``: accept a table without rows (a strategy's subset of the rows)."""
+        fact. ``allow_empty``: accept a table without rows (a strategy's subset of the rows).
+        ``df`` may also be a Parquet/CSV path, a DuckDB relation or a Spark DataFrame: the same
+        checks then run as queries where the data live (:mod:`dpsynth.marginals.backends`)."""
+        if not isinstance(df, pd.DataFrame):
+            from .marginals.backends import open_table
+
+            open_table(df, self).validate(self, allow_empty=allow_empty)
+            return
         _check_frame(df, allow_empty)
-        cols = [str(c) for c in df.columns]
+        self.check_columns([str(c) for c in df.columns])
+        for name, col in self.columns.items():
+            s = df[name]
+            if col.is_categorical:
+                if (_category_codes(s, col) == -2).any():  # a domain check: the message names no value
+                    raise ValueError(unknown_categories_message(
+                        name, f"df.loc[df[{name!r}].notna() & ~df[{name!r}].isin(schema[{name!r}].categories), "
+                              f"{name!r}].unique()"))
+            else:
+                if not (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)):
+                    if s.dropna().map(lambda v: isinstance(v, (int, float, np.number)) and not isinstance(v, bool)).all():
+                        continue
+                    raise TypeError(f"column {name!r} is numeric in the schema but has dtype {s.dtype}; "
+                                    "convert it with pd.to_numeric or declare it categorical")
+
+    def check_columns(self, cols: Sequence[str]) -> None:
+        """ValueError unless the data's column names ``cols`` are exactly the schema's (any order)."""
+        cols = [str(c) for c in cols]
+        dup = sorted({c for c in cols if cols.count(c) > 1})
+        if dup:
+            raise ValueError(f"duplicate column names {dup}; rename them so that each column name is unique")
         unknown = [c for c in cols if c not in self.columns]
         if unknown:
             raise ValueError(f"columns {unknown} are not in the schema; add them to the schema or drop them "
@@ -384,20 +411,6 @@ class Schema:
         if absent:
             raise ValueError(f"schema columns {absent} are missing from the data; add them or use "
                              "schema.subset([...])")
-        for name, col in self.columns.items():
-            s = df[name]
-            if col.is_categorical:
-                if (_category_codes(s, col) == -2).any():  # a domain check: the message names no value
-                    raise ValueError(f"column {name!r} has values outside the schema's categories; list them with "
-                                     f"df.loc[df[{name!r}].notna() & ~df[{name!r}].isin(schema[{name!r}].categories), "
-                                     f"{name!r}].unique() and add them to the schema's category list (from public "
-                                     "documentation) or recode them")
-            else:
-                if not (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)):
-                    if s.dropna().map(lambda v: isinstance(v, (int, float, np.number)) and not isinstance(v, bool)).all():
-                        continue
-                    raise TypeError(f"column {name!r} is numeric in the schema but has dtype {s.dtype}; "
-                                    "convert it with pd.to_numeric or declare it categorical")
 
     # ---------------------------------------------------------------- encoding
     def encode(self, df: pd.DataFrame) -> np.ndarray:
@@ -546,10 +559,18 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
+def unknown_categories_message(name: str, listing: str) -> str:
+    """The error for values outside a categorical column's public categories; ``listing`` says how
+    to list them where the data live. It names no value (the check is about the domain)."""
+    return (f"column {name!r} has values outside the schema's categories; list them with {listing} and add them "
+            "to the schema's category list (from public documentation) or recode them")
+
+
 def _check_frame(df, allow_empty: bool = False) -> None:
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"expected a pandas DataFrame, got {type(df).__name__}; "
-                        "wrap your data with pd.DataFrame(...)")
+                        "wrap your data with pd.DataFrame(...) (generators also take a Parquet/CSV path, a DuckDB "
+                        "relation or a Spark DataFrame)")
     if df.shape[0] == 0 and not allow_empty:
         raise ValueError("the data frame has no rows; pass the private table with at least one row")
     if df.shape[1] == 0:
@@ -577,6 +598,10 @@ def _category_codes(s: pd.Series, col: Column) -> np.ndarray:
         return codes.astype(np.int64)
     na = s.isna().to_numpy()
     vals = s.to_numpy(dtype=object)
+    if pd.api.types.infer_dtype(vals, skipna=True) == "string":  # text (CSV, SQL): one hash lookup per cell
+        text = {k: v for k, v in table.items() if isinstance(k, str)}
+        mapped = pd.Series(vals).map(text).to_numpy(dtype=float, na_value=np.nan)
+        return np.where(na, MISSING, np.where(np.isnan(mapped), -2, mapped)).astype(np.int64)
     codes = np.full(len(s), MISSING, dtype=np.int64)
     for i in np.flatnonzero(~na):
         v = vals[i]

@@ -7,12 +7,14 @@ from dpsynth.audit import (assert_neighbour_safe, audit_datasets, distinguishing
                            group_claim, neighbour_check, neighbour_steps)
 from dpsynth.generators.independent import IndependentMarginals
 from dpsynth.privacy import laplace_counts
-from dpsynth.marginals import count_marginal, count_with_missing
+from dpsynth.marginals import EncodedRows, count_marginal, count_with_missing
 
 
 class SeenCellsOnly(IndependentMarginals):
     """A deliberately broken generator: a full joint histogram with noise added only to the cells
     seen in the private data (the support-leak bug of several open-source synthesisers)."""
+
+    counts_only = False  # handed the encoded rows as an array
 
     def _fit(self, codes, data, source):
         sizes = self.schema_.domain_sizes
@@ -31,6 +33,8 @@ class SeenCellsOnly(IndependentMarginals):
 
 class UnderstatedSensitivity(IndependentMarginals):
     """Declares sensitivity 1 but hands the noise counts scaled by 3."""
+
+    counts_only = False  # handed the encoded rows as an array
 
     def _fit(self, codes, data, source):
         sizes = self.schema_.domain_sizes
@@ -131,8 +135,10 @@ class PrivBayesDomainFromData(dpsynth.PrivBayes):
     """PrivBayesE that samples only values seen in the private data (reads the domain from the
     data, as DataSynthesizer and synthcity do) while claiming ε."""
 
+    counts_only = False  # handed the encoded rows as an array
+
     def _fit(self, codes, data, source):
-        super()._fit(codes, data, source)
+        super()._fit(EncodedRows(codes, self.schema_.domain_sizes), data, source)
         for i, (x, _) in enumerate(self.network_):
             seen = np.zeros(self.conditionals_[i].shape[1], dtype=bool)
             seen[np.unique(codes[:, x][codes[:, x] >= 0])] = True

@@ -13,10 +13,21 @@ from dpsynth.audit import leak_audit, leak_audit_data, leak_configurations
 from dpsynth.cli import main
 from dpsynth.generators import available_methods
 from dpsynth.generators.independent import IndependentMarginals
+from dpsynth.marginals import EncodedRows
 from dpsynth.privacy import laplace_counts
 
 
-class ExactRowCount(IndependentMarginals):
+class OnCodes(IndependentMarginals):
+    """IndependentMarginals handed the encoded rows as an array (``counts_only = False``), so that
+    the leaky subclasses below can look at them as a buggy generator would."""
+
+    counts_only = False
+
+    def _fit(self, codes, data, source):
+        super()._fit(EncodedRows(codes, self.schema_.domain_sizes), data, source)
+
+
+class ExactRowCount(OnCodes):
     """Releases the exact number of rows as the default synthetic size."""
 
     def _fit(self, codes, data, source):
@@ -24,7 +35,7 @@ class ExactRowCount(IndependentMarginals):
         self.n_ = len(codes)
 
 
-class DtypeFollowsMissingness(IndependentMarginals):
+class DtypeFollowsMissingness(OnCodes):
     """Hands back ``sex`` as plain objects instead of a categorical when the private data had a
     missing cell."""
 
@@ -37,7 +48,7 @@ class DtypeFollowsMissingness(IndependentMarginals):
         return frame.astype({"sex": object}) if self.saw_missing_ else frame
 
 
-class StoresRowCount(IndependentMarginals):
+class StoresRowCount(OnCodes):
     """Keeps the exact number of rows in its state (it reaches the saved file, not the samples)."""
 
     def _fit(self, codes, data, source):
@@ -45,7 +56,7 @@ class StoresRowCount(IndependentMarginals):
         self.rows_seen_ = int(len(codes))
 
 
-class ExtraMeasurementWhenMissing(IndependentMarginals):
+class ExtraMeasurementWhenMissing(OnCodes):
     """Measures the missingness pattern only when there is a missing cell: the ledger and the noise
     calls depend on the data."""
 
@@ -59,7 +70,7 @@ class ExtraMeasurementWhenMissing(IndependentMarginals):
                            relation=self.relation)
 
 
-class CompleteRowsDiagnostic(IndependentMarginals):
+class CompleteRowsDiagnostic(OnCodes):
     """Reports the exact number of complete rows among its diagnostics."""
 
     def _fit(self, codes, data, source):

@@ -8,7 +8,8 @@ import pytest
 
 import dpsynth
 from dpsynth.persist import to_bytes
-from dpsynth.generators.privbayes import (PrivBayes, _EncodedRows, _maximal_parent_sets,
+from dpsynth.marginals import EncodedRows
+from dpsynth.generators.privbayes import (PrivBayes, _maximal_parent_sets,
                                           _mi_score, _r_score)
 from dpsynth.privacy import distance, record_noise_inputs
 
@@ -77,9 +78,9 @@ def test_count_scores_have_the_declared_sensitivity(score_fn):
         else:
             other[i, int(rng.integers(3))] = -1
         par = ((1, 0), (2, int(rng.integers(2))))
-        t1 = _EncodedRows(codes, widths).table(0, par, _EncodedRows(codes, widths).parent_code(par))
-        e2 = _EncodedRows(other, widths)
-        t2 = e2.table(0, par, e2.parent_code(par))
+        sizes = [w[0] for w in widths]
+        t1 = EncodedRows(codes, sizes).table(par + ((0, 0),)).reshape(-1, widths[0][0])
+        t2 = EncodedRows(other, sizes).table(par + ((0, 0),)).reshape(-1, widths[0][0])
         delta = abs(score_fn(t1) - score_fn(t2))
         worst["replace" if kind == "replace" else "add/remove"] = max(worst["replace" if kind == "replace"
                                                                           else "add/remove"], delta)

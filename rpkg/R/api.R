@@ -27,7 +27,9 @@ py_item <- function(x, i) reticulate::py_get_item(x, i)
 #' style of `synthpop::syn()`. All privacy accounting happens in the Python
 #' engine; see [dp_ledger()] for what was spent.
 #'
-#' @param data A data.frame (the private data).
+#' @param data A data.frame (the private data), or the path to a Parquet or
+#'   CSV file: the marginal-based methods (`"independent"`, `"privbayes"`,
+#'   `"privbayes-e"`, `"napsu-mq"`) then count it in DuckDB without loading it.
 #' @param method Generator (see `dpsynth.available_methods()`): `"independent"`,
 #'   `"privbayes"`, `"privbayes-e"`, `"napsu-mq"`,
 #'   `"pmse"`, `"dp-misgan"`, `"kamino"` or `"kamino-i"`.
@@ -65,7 +67,14 @@ py_item <- function(x, i) reticulate::py_get_item(x, i)
 dp_synthesize <- function(data, method, epsilon, delta = NULL, m = 1, seed = NULL,
                           schema = attr(data, "dp_schema"), analyses = NULL, ...) {
   call <- match.call()
-  if (!is.data.frame(data)) stop("`data` must be a data.frame", call. = FALSE)
+  if (is.character(data) && length(data) == 1L && !is.na(data)) {
+    if (!file.exists(data)) stop("no such file: ", data, call. = FALSE)
+    py_data <- normalizePath(data)
+  } else if (is.data.frame(data)) {
+    py_data <- r_to_pandas(data)
+  } else {
+    stop("`data` must be a data.frame or the path to a Parquet or CSV file", call. = FALSE)
+  }
   if (is.null(schema)) {
     stop("no public schema: pass `schema = dp_schema(data, bounds = list(...))` (or a list or a JSON path); ",
          "dpsynthr never reads categories or bounds from the private data for free", call. = FALSE)
@@ -73,7 +82,7 @@ dp_synthesize <- function(data, method, epsilon, delta = NULL, m = 1, seed = NUL
   options <- list(...)
   if (!is.null(analyses)) options$analyses <- analyses_to_py(analyses)
   res <- do.call(dp_py()$synthesize,
-                 c(list(r_to_pandas(data), schema_to_py(schema), method, as.numeric(epsilon),
+                 c(list(py_data, schema_to_py(schema), method, as.numeric(epsilon),
                         delta = if (!is.null(delta)) as.numeric(delta),
                         m = as.integer(m), seed = if (!is.null(seed)) as.integer(seed)),
                    options))

@@ -9,6 +9,13 @@ only released (noisy) quantities, so it can be saved and used later without the 
 
 Subclasses set ``method``, ``relation`` (the neighbouring relation their guarantee uses) and
 implement ``_fit(codes, data, source)`` and ``_sample_codes(n, rng, index)`` (or ``_sample_frame``).
+
+The private data may be a DataFrame, a Parquet/CSV path, a DuckDB relation or a Spark DataFrame
+(:func:`dpsynth.marginals.open_table`). A generator with ``counts_only = True`` only counts
+marginals: its ``_fit`` gets a :class:`dpsynth.marginals.Rows` in place of ``codes`` and
+``data=None``, and the rows stay where they live. Every other generator trains on rows and gets
+them as a DataFrame; from a path or a relation that is refused when the table is too large
+(``max_cells_in_memory``).
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from ..marginals import open_table
 from ..progress import progress
 from ..privacy.domains import charge_spends
 from ..privacy import NoiseSource, PrivacyLedger, check_delta, check_epsilon, check_seed
@@ -33,6 +41,7 @@ class Generator:
     needs_bounds: bool = True
     noise_aware: bool = False  # True: each of the m datasets comes from its own posterior draw (NAPSU-MQ)
     encodes_rows: bool = True  # False: _fit gets codes=None (methods that read raw values, e.g. pmse)
+    counts_only: bool = False  # True: _fit gets a marginals.Rows (counts only) and data=None
 
     def __init__(self, epsilon: float, delta: float | None = None):
         self.epsilon = check_epsilon(epsilon)
@@ -41,8 +50,9 @@ class Generator:
         self.fitted_ = False
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, df: pd.DataFrame, schema: Schema, seed: int | None = None) -> "Generator":
-        """Learn the generator's released parameters from ``df`` (never modified) under ``schema``."""
+    def fit(self, df, schema: Schema, seed: int | None = None) -> "Generator":
+        """Learn the generator's released parameters from ``df`` (never modified) under ``schema``.
+        ``df``: a DataFrame, a Parquet/CSV path, a DuckDB relation or a Spark DataFrame."""
         return self._fit_frame(df, schema, seed, allow_empty=False)
 
     def _fit_frame(self, df, schema, seed, allow_empty: bool, charge_schema: bool = True) -> "Generator":
@@ -57,11 +67,12 @@ class Generator:
         if not isinstance(schema, Schema):
             raise TypeError(f"schema must be a dpsynth.Schema (e.g. Schema.from_json(path)), got {type(schema).__name__}")
         seed = check_seed(seed)
-        schema.validate(df, allow_empty=allow_empty)
+        table = open_table(df, schema)
+        table.validate(schema, allow_empty=allow_empty)
         if self.needs_bounds:
             schema.require_bounds()
         self.schema_ = schema
-        self.columns_ = [str(c) for c in df.columns]
+        self.columns_ = list(table.columns)
         paid = schema.privacy if charge_schema else None
         if paid:
             self.ledger = PrivacyLedger(self.epsilon + paid["epsilon"], (self.delta or 0.0) + paid.get("delta", 0.0))
@@ -71,9 +82,12 @@ class Generator:
         if schema.data_derived:
             self.ledger.flag("schema read from the private data (Schema.from_dataframe): domains are not private")
         source = NoiseSource(seed)
-        data = df[schema.names]
-        codes = schema.encode(data) if self.encodes_rows else None
-        self._fit(codes, data, source)
+        if self.counts_only:
+            self._fit(table.rows(schema), None, source)
+        else:
+            data = table.to_pandas(schema, self.method or type(self).__name__)[schema.names]
+            codes = schema.encode(data) if self.encodes_rows else None
+            self._fit(codes, data, source)
         self.fitted_ = True
         return self
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..marginals import count_with_missing
 from ..privacy import laplace_counts
 from .base import Generator
 
@@ -26,17 +25,19 @@ from .base import Generator
 class IndependentMarginals(Generator):
     method = "independent"
     relation = "add-remove"
+    counts_only = True
 
     def __init__(self, epsilon: float, delta: float | None = None, keep_missing: bool = False):
         super().__init__(epsilon, delta)
         self.keep_missing = bool(keep_missing)
 
-    def _fit(self, codes, data, source):
+    def _fit(self, rows, data, source):
         sizes = self.schema_.domain_sizes
         eps_col = self.epsilon / len(sizes)
         self.probs_, totals = [], []
-        for j, size in enumerate(sizes):
-            noisy = laplace_counts(count_with_missing(codes, j, size), epsilon=eps_col, sensitivity=1,
+        histograms = rows.tables([[j] for j in range(len(sizes))], missing_cell=True)
+        for j, (size, counts) in enumerate(zip(sizes, histograms)):
+            noisy = laplace_counts(counts, epsilon=eps_col, sensitivity=1,
                                    ledger=self.ledger, source=source, step=f"1-way histogram {self.schema_.names[j]}",
                                    relation=self.relation)
             noisy = np.clip(noisy, 0, None).astype(float)

@@ -47,7 +47,7 @@ from typing import Hashable, Sequence
 import numpy as np
 
 from ..graphical import Domain
-from ..marginals import count_marginal
+from ..marginals import Rows, as_rows
 from ..privacy import NoiseSource, PrivacyLedger, exponential_mechanism, gaussian_counts
 
 RELATION = "add-remove"
@@ -66,14 +66,15 @@ class Measurement:
         return float(self.noisy.sum())
 
 
-def measure_marginals(codes: np.ndarray, domain: Domain, tables: Sequence[Sequence[Hashable]],
+def measure_marginals(rows: Rows | np.ndarray, domain: Domain, tables: Sequence[Sequence[Hashable]],
                       ledger: PrivacyLedger, source: NoiseSource, step: str, *, rho: float | None = None,
                       epsilon: float | None = None, delta: float | None = None) -> list[Measurement]:
-    """Release the available-case contingency tables ``tables`` (columns of ``codes`` in ``domain``
-    order) with one Gaussian mechanism of L2 sensitivity √len(tables) (add/remove)."""
+    """Release the available-case contingency tables ``tables`` (of ``rows``: a
+    :class:`dpsynth.marginals.Rows` or a code array, columns in ``domain`` order) with one Gaussian
+    mechanism of L2 sensitivity √len(tables) (add/remove)."""
     tables = [tuple(t) for t in tables]
     idx = {a: j for j, a in enumerate(domain.attrs)}
-    counts = [count_marginal(codes, [idx[a] for a in t], domain.shape) for t in tables]
+    counts = list(as_rows(rows, domain.shape).tables([idx[a] for a in t] for t in tables))
     flat = np.concatenate([c.ravel() for c in counts])
     noisy, sigma = gaussian_counts(flat, sensitivity=float(np.sqrt(len(tables))), ledger=ledger, source=source,
                                    step=step, relation=RELATION, rho=rho, epsilon=epsilon, delta=delta,
@@ -85,7 +86,7 @@ def measure_marginals(codes: np.ndarray, domain: Domain, tables: Sequence[Sequen
     return out
 
 
-def pair_scores(codes: np.ndarray, domain: Domain, one_way: Sequence[Measurement],
+def pair_scores(rows: Rows | np.ndarray, domain: Domain, one_way: Sequence[Measurement],
                 pairs: Sequence[tuple]) -> np.ndarray:
     """‖x_ab − x̂_ab‖₁ for each pair: true available-case 2-way table against the independence
     model of the released 1-ways (each score has sensitivity 1 under add/remove)."""
@@ -98,14 +99,15 @@ def pair_scores(codes: np.ndarray, domain: Domain, one_way: Sequence[Measurement
         totals[a] = max(m.total, 1.0)
     n_hat = max(totals.values())
     out = np.empty(len(pairs))
-    for k, (a, b) in enumerate(pairs):
-        x = count_marginal(codes, [idx[a], idx[b]], domain.shape).astype(float)
+    counts = as_rows(rows, domain.shape).tables([idx[a], idx[b]] for a, b in pairs)
+    for k, ((a, b), x) in enumerate(zip(pairs, counts)):
+        x = x.astype(float)
         n_ab = totals[a] * totals[b] / n_hat
         out[k] = np.abs(x - n_ab * np.outer(probs[a], probs[b])).sum()
     return out
 
 
-def mst_select(codes: np.ndarray, domain: Domain, rho: float, ledger: PrivacyLedger, source: NoiseSource,
+def mst_select(rows: Rows | np.ndarray, domain: Domain, rho: float, ledger: PrivacyLedger, source: NoiseSource,
                forced: Sequence[Sequence[Hashable]] = (), split: tuple[float, float] = (1 / 3, 1 / 3),
                step: str = "MST", first_among: Sequence[tuple] = ()) -> tuple[list[Measurement], list[tuple]]:
     """MST selection with total budget ``split[0]·rho`` (1-way marginals) + ``split[1]·rho`` (edge
@@ -117,8 +119,9 @@ def mst_select(codes: np.ndarray, domain: Domain, rho: float, ledger: PrivacyLed
     component left after the forced cliques and those edges. All rounds share ``split[1]·rho``
     equally."""
     attrs = list(domain.attrs)
+    rows = as_rows(rows, domain.shape)
     rho_one, rho_select = split[0] * rho, split[1] * rho
-    one_way = measure_marginals(codes, domain, [(a,) for a in attrs], ledger, source, f"{step}: 1-way marginals",
+    one_way = measure_marginals(rows, domain, [(a,) for a in attrs], ledger, source, f"{step}: 1-way marginals",
                                 rho=rho_one)
     pos = {a: i for i, a in enumerate(attrs)}
     first_among = [tuple(sorted(p, key=pos.get)) for p in first_among]
@@ -143,7 +146,7 @@ def mst_select(codes: np.ndarray, domain: Domain, rho: float, ledger: PrivacyLed
 
         def pick(candidates, label):
             need = [p for p in candidates if p not in scores]
-            scores.update(zip(need, pair_scores(codes, domain, one_way, need)))
+            scores.update(zip(need, pair_scores(rows, domain, one_way, need)))
             k = exponential_mechanism(np.array([scores[p] for p in candidates]), rho=rho_edge, sensitivity=1.0,
                                       ledger=ledger, source=source, step=f"{step}: {label}", relation=RELATION,
                                       note="L1 error of the independence model")

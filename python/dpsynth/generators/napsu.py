@@ -194,6 +194,7 @@ class NAPSUMQ(Generator):
     method = "napsu-mq"
     relation = "add-remove"
     noise_aware = True  # each dataset from its own posterior draw: fit_pooled(rule="synthetic") is valid
+    counts_only = True  # selection and measurement only count marginals (dpsynth.marginals)
     needs_delta = True
     needs_bounds = True
 
@@ -312,28 +313,27 @@ class NAPSUMQ(Generator):
                              "the schema (fewer bins or categories), use fewer columns, or raise max_cells")
 
     # ------------------------------------------------------------------ fitting
-    def _fit(self, codes, data, source):
+    def _fit(self, rows, data, source):
         t_start = time.perf_counter()
         domain, level_cols = self._domain()
         fixed, among, parsed = self._plan(domain)
         self._check_queries(domain, fixed, among)
-        codes = codes.copy()
-        for c in domain.attrs:
-            j = domain.attrs.index(c)
-            miss = codes[:, j] == MISSING
-            if c in level_cols:
-                codes[miss, j] = domain.size(c) - 1
-            elif self.missing in ("level", "mar") and miss.any():
-                raise ValueError(f"column {c!r} has missing values but is not listed in incomplete=; list every "
-                                 "column that may be missing")
+        names = list(domain.attrs)
+        if self.missing in ("level", "mar"):
+            others = [j for j, c in enumerate(names) if c not in level_cols]
+            for j, counts in zip(others, rows.tables([[j] for j in others], missing_cell=True)):
+                if counts[-1] > 0:
+                    raise ValueError(f"column {names[j]!r} has missing values but is not listed in incomplete=; "
+                                     "list every column that may be missing")
+        rows = rows.with_missing_level(names.index(c) for c in level_cols)
         self.domain_, self.level_columns_ = domain, level_cols
         self.analyses_ = [a.formula for a in parsed]
         with _single_thread():
-            measurements = self._measure(codes, domain, source, fixed, among)
+            measurements = self._measure(rows, domain, source, fixed, among)
             self._fit_posterior(measurements, source)
         self.diagnostics_["fit_seconds"] = time.perf_counter() - t_start
 
-    def _measure(self, codes, domain, source, fixed, among) -> list[Measurement]:
+    def _measure(self, rows, domain, source, fixed, among) -> list[Measurement]:
         """Selection (if any) and measurement, all in ρ; the split is recorded in ``rho_split_``."""
         rho = cdp_rho(self.epsilon, self.delta)
         step = "NAPSU-MQ: marginals"
@@ -343,7 +343,7 @@ class NAPSUMQ(Generator):
             tables = maximal_cliques([*self.queries, *fixed])
             self.rho_split_ = split_rho(rho, self.selection_share, False)
             self.selected_queries_ = tables
-            return measure_marginals(codes, domain, tables, self.ledger, source, step, rho=rho)
+            return measure_marginals(rows, domain, tables, self.ledger, source, step, rho=rho)
         forced = maximal_cliques([*self.forced_queries, *fixed])
         covered = set().union(*map(set, forced)) if forced else set()
         needs = len(domain) > 1 and (bool(among) or len(covered) < len(domain) or not forced)
@@ -351,15 +351,15 @@ class NAPSUMQ(Generator):
         self.rho_split_ = split
         if len(domain) == 1:
             self.selected_queries_ = [tuple(domain.attrs)]
-            return measure_marginals(codes, domain, [domain.attrs], self.ledger, source, step, rho=rho)
+            return measure_marginals(rows, domain, [domain.attrs], self.ledger, source, step, rho=rho)
         one_way, cliques = [], list(forced)
         if needs:
-            one_way, cliques = mst_select(codes, domain, rho, self.ledger, source, forced=forced,
+            one_way, cliques = mst_select(rows, domain, rho, self.ledger, source, forced=forced,
                                           split=(split.one_way / rho, split.selection / rho),
                                           step="NAPSU-MQ MST selection", first_among=among)
         tables = maximal_cliques(cliques)
         self.selected_queries_ = tables
-        measured = measure_marginals(codes, domain, tables, self.ledger, source, step,
+        measured = measure_marginals(rows, domain, tables, self.ledger, source, step,
                                      rho=split.measurement)
         return one_way + measured
 

@@ -69,9 +69,7 @@ import numbers
 
 import numpy as np
 
-from ..marginals import observed_mask
 from ..privacy import exponential_mechanism, laplace_counts
-from ..schema import MISSING
 from .base import Generator
 
 _COUNT_SHARE = 0.02      # complete-rows mode: share of ε for the noisy number of complete rows
@@ -85,6 +83,7 @@ class PrivBayes(Generator):
 
     method = "privbayes"
     relation = "replace-one"
+    counts_only = True  # every score and table is a marginal count (dpsynth.marginals)
 
     def __init__(self, epsilon: float, delta: float | None = None, missing: str = "complete-rows",
                  k: int | None = None, beta: float = 0.5, theta: float = 4.0, score: str = "R"):
@@ -107,25 +106,23 @@ class PrivBayes(Generator):
         self.method = "privbayes-e" if missing == "partial" else "privbayes"
 
     # ------------------------------------------------------------------ fitting
-    def _fit(self, codes, data, source):
+    def _fit(self, rows, data, source):
         names = self.schema_.names
         d = len(names)
-        n_public = codes.shape[0]
+        n_public = rows.n
         self.widths_ = _level_widths(self.schema_)
         eps = self.epsilon
-        n_theta, rows = float(n_public), codes
+        n_theta = float(n_public)
         if self.missing == "complete-rows":
-            complete = observed_mask(codes, range(d))
-            rows = codes[complete]
+            rows = rows.complete()
             if self.k is None:  # θ-usefulness needs the private number of complete rows: buy it
                 eps_n = _COUNT_SHARE * eps
-                noisy_n = laplace_counts(np.array([int(complete.sum())]), epsilon=eps_n, sensitivity=1,
+                noisy_n = laplace_counts(np.array([rows.n]), epsilon=eps_n, sensitivity=1,
                                          ledger=self.ledger, source=source, step="number of complete rows",
                                          relation=self.relation, attributes=names, attributes_fixed=True)
                 n_theta = max(float(noisy_n[0]), 1.0)
                 eps -= eps_n
         eps1, eps2 = (self.beta * eps, (1.0 - self.beta) * eps) if d > 1 else (0.0, eps)  # d = 1: no structure
-        data_ = _EncodedRows(rows, self.widths_)
         self.tau_ = n_theta * eps2 / (_TABLE_SENSITIVITY * d * self.theta)
         if self.score == "R":
             score_fn, score_sens = _r_score, _R_SENSITIVITY
@@ -140,20 +137,11 @@ class PrivBayes(Generator):
         for t in range(1, d):
             todo = [x for x in range(d) if x not in placed]
             cands = self._candidates(todo, placed)
-            scores = np.empty(len(cands))
-            by_parents: dict = {}
-            for i, (x, par) in enumerate(cands):
-                by_parents.setdefault(par, []).append(i)
-            for par, idx in by_parents.items():
-                pcode = None
-                for i in idx:
-                    x = cands[i][0]
-                    key = (x, par)
-                    if key not in cache:
-                        if pcode is None:
-                            pcode = data_.parent_code(par)
-                        cache[key] = score_fn(data_.table(x, par, pcode))
-                    scores[i] = cache[key]
+            # new candidates, grouped by parent set (counting reuses a parent set's index)
+            need = sorted({c for c in cands if c not in cache}, key=lambda c: (c[1], c[0]))
+            for (x, par), table in zip(need, rows.tables(par + ((x, 0),) for x, par in need)):
+                cache[(x, par)] = score_fn(table.reshape(-1, self.widths_[x][0]))
+            scores = np.array([cache[c] for c in cands])
             # rows this round reads: those observed on every candidate's attributes (a candidate
             # without parents scores 0 whatever the data, so it reads nothing)
             common = set.intersection(*[{x} | {a for a, _ in par} for x, par in cands if par] or [set()])
@@ -170,7 +158,7 @@ class PrivBayes(Generator):
         # ---- noisy conditional tables (Alg. 2, lines 10-13)
         self.network_, self.conditionals_ = [], []
         for t, (x, par) in enumerate(network):
-            counts = data_.table(x, par, data_.parent_code(par))
+            counts = rows.table(par + ((x, 0),)).reshape(-1, self.widths_[x][0])
             attrs = [names[a] for a, _ in par] + [names[x]]
             label = names[x] + (" | " + ", ".join(_level_name(names[a], l) for a, l in par) if par else "")
             noisy = laplace_counts(counts, epsilon=eps2 / d, sensitivity=_TABLE_SENSITIVITY, ledger=self.ledger,
@@ -280,50 +268,17 @@ def _maximal_parent_sets(placed, widths, budget) -> list[tuple]:
     return out
 
 
-class _EncodedRows:
-    """Private rows as per-(attribute, level) code arrays in which a missing cell gets the extra
-    code ``width`` (one slot past the domain). A joint table over extended domains, sliced back to
-    the real domains, is exactly the available-case table: no masks needed. Lives only in _fit."""
-
-    def __init__(self, codes, widths):
-        self.codes = codes
-        self.widths = widths
-        self.n = codes.shape[0]
-        self._ext: dict = {}
-
-    def ext(self, a, lvl):
-        key = (a, lvl)
-        if key not in self._ext:
-            col = self.codes[:, a]
-            self._ext[key] = np.where(col == MISSING, self.widths[a][lvl], col >> lvl).astype(np.intp)
-        return self._ext[key]
-
-    def parent_code(self, par):
-        """Index of each row's parent configuration over the extended domains (None: no parents)."""
-        code = None
-        for a, lvl in par:
-            e = self.ext(a, lvl)
-            code = e if code is None else code * (self.widths[a][lvl] + 1) + e
-        return code
-
-    def table(self, x, par, pcode) -> np.ndarray:
-        """Available-case counts N[Π, X] as an (∏|dom Π|) × |dom X| int64 array."""
-        wx = self.widths[x][0]
-        ext_shape = [self.widths[a][lvl] + 1 for a, lvl in par] + [wx + 1]
-        idx = self.ext(x, 0) if pcode is None else pcode * (wx + 1) + self.ext(x, 0)
-        full = np.bincount(idx, minlength=int(np.prod(ext_shape))).reshape(ext_shape)
-        real = full[tuple(slice(0, s - 1) for s in ext_shape)]
-        return real.reshape(-1, wx).astype(np.int64)
-
-
 def _r_score(table) -> float:
     """n·R = ½ Σ |N(π,x) − N(π)N(x)/n| on counts (sensitivity 3 under replace-one)."""
     n = table.sum()
     if n == 0:
         return 0.0
-    t = table.astype(float)
-    expected = np.outer(t.sum(axis=1), t.sum(axis=0)) / n
-    return 0.5 * float(np.abs(t - expected).sum())
+    rows, cols = table.sum(axis=1), table.sum(axis=0)
+    t = table[rows > 0][:, cols > 0]  # empty rows and columns add |0 − 0| = 0
+    gap = np.outer(rows[rows > 0].astype(float), cols[cols > 0].astype(float))
+    gap /= n
+    np.subtract(t, gap, out=gap)
+    return 0.5 * float(np.abs(gap, out=gap).sum())
 
 
 def _mi_score(table) -> float:

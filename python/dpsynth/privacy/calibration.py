@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import math
 
-from scipy import optimize, special
-
 from .validation import check_delta, check_epsilon
 
 
@@ -25,6 +23,8 @@ def _analytic_delta(epsilon: float, s: float) -> float:
     """δ(ε, s) = Φ(s/2 − ε/s) − e^ε Φ(−s/2 − ε/s) for s = Δ/σ (Balle & Wang 2018, Thm 8)."""
     a = s / 2.0 - epsilon / s
     b = -s / 2.0 - epsilon / s
+    from scipy import special  # imported on first use: keeps `import dpsynth` light
+
     return float(special.ndtr(a) - math.exp(epsilon + special.log_ndtr(b)))
 
 
@@ -48,6 +48,8 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> fl
     lo = hi / 2.0
     while f(lo) > 0 and lo > 1e-12:
         lo /= 2.0
+    from scipy import optimize
+
     s = optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-14, maxiter=500)
     return sensitivity / s
 
@@ -62,6 +64,8 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
     hi = 1.0
     while f(hi) > 0:
         hi *= 2.0
+    from scipy import optimize
+
     return optimize.brentq(f, 0.0, hi, xtol=1e-12)
 
 
