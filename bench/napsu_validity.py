@@ -73,8 +73,8 @@ def study(d, s, analysis, formula, family, eps, reps, seed0=0, transform=numeric
         ess.append(diag.get("ess_bulk_min_cells", np.nan))
         mixed.append(bool(diag.get("mixed", False)))
         print(f"  {label or f'eps {eps}'} rep {r}: covered {int(cover[-1].sum())}/{len(real)} "
-              f"(missed: {list(real.index[~cover[-1]])}), R-hat {rhat[-1]:.3f}, ESS {ess[-1]:.0f}, "
-              f"{seconds[-1]:.0f} s", flush=True)
+              f"(missed: {list(real.index[~cover[-1]])}), median width ratio {np.median(ratio[-1]):.2f}, "
+              f"R-hat {rhat[-1]:.3f}, ESS {ess[-1]:.0f}, {seconds[-1]:.0f} s", flush=True)
     return {"epsilon": eps, "reps": reps, "seed0": seed0, "coverage": round(float(np.mean(cover)), 3),
             "covered": int(np.sum(cover)), "intervals": int(np.size(cover)),
             "coverage_by_term": dict(zip(real.index, np.round(np.mean(cover, axis=0), 3).tolist())),
