@@ -96,7 +96,8 @@ from ..privacy import cdp_rho
 from ..privacy.validation import check_positive_float
 from ..schema import MISSING
 from .base import Generator, check_count
-from .mst import Measurement, measure_marginals, mst_select
+from ..marginals.measure import Measurement, measure_marginals
+from ..marginals.mst import mst_select
 
 DTYPE = torch.float64
 INFERENCE = ("hmc", "laplace", "slice")
@@ -534,7 +535,7 @@ def count_groups(measurements, z: float = 4.0) -> list[int]:
     the totals of tables over incomplete columns stand apart. Post-processing of released values
     only: it costs no privacy.
 
-    >>> from dpsynth.generators.mst import Measurement
+    >>> from dpsynth.marginals.measure import Measurement
     >>> import numpy as np
     >>> ms = [Measurement(("a",), np.array([500., 500]), 5.0), Measurement(("b",), np.array([300., 701]), 5.0),
     ...       Measurement(("c",), np.array([400., 400]), 5.0)]

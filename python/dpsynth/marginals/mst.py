@@ -1,13 +1,7 @@
-"""Noisy marginal measurements and MST query selection (McKenna, Miklau & Sheldon 2021).
+"""MST query selection (McKenna, Miklau & Sheldon 2021), shared by the MST generator and NAPSU-MQ.
 
-Neighbouring relation: add/remove one row. A row adds 1 to at most one cell of each marginal table
-(exactly one when it is observed on the table's attributes, none otherwise: available-case
-counting), so each table has L2 sensitivity 1 and T tables measured together have √T.
-
-:func:`measure_marginals` releases a list of tables with one discrete Gaussian mechanism call
-(``gaussian_counts``; ρ-zCDP with σ = √T/√(2ρ); an (ε, δ) budget is converted to ρ by the CKS
-conversion and charged in ρ, since the continuous analytic calibration does not hold for the
-discrete Gaussian).
+Neighbouring relation: add/remove one row (tables are available-case counts,
+:mod:`dpsynth.marginals.measure`).
 
 :func:`mst_select` is private-pgm's MST selection, charged in ρ to the ledger it is given:
 
@@ -40,49 +34,15 @@ Example
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import combinations
 from typing import Hashable, Sequence
 
 import numpy as np
 
 from ..graphical import Domain
-from ..marginals import count_marginal
-from ..privacy import NoiseSource, PrivacyLedger, exponential_mechanism, gaussian_counts
-
-RELATION = "add-remove"
-
-
-@dataclass
-class Measurement:
-    """A released marginal: ``noisy`` counts on ``attrs`` with discrete Gaussian noise of scale ``sigma``."""
-
-    attrs: tuple
-    noisy: np.ndarray
-    sigma: float
-
-    @property
-    def total(self) -> float:
-        return float(self.noisy.sum())
-
-
-def measure_marginals(codes: np.ndarray, domain: Domain, tables: Sequence[Sequence[Hashable]],
-                      ledger: PrivacyLedger, source: NoiseSource, step: str, *, rho: float | None = None,
-                      epsilon: float | None = None, delta: float | None = None) -> list[Measurement]:
-    """Release the available-case contingency tables ``tables`` (columns of ``codes`` in ``domain``
-    order) with one Gaussian mechanism of L2 sensitivity √len(tables) (add/remove)."""
-    tables = [tuple(t) for t in tables]
-    idx = {a: j for j, a in enumerate(domain.attrs)}
-    counts = [count_marginal(codes, [idx[a] for a in t], domain.shape) for t in tables]
-    flat = np.concatenate([c.ravel() for c in counts])
-    noisy, sigma = gaussian_counts(flat, sensitivity=float(np.sqrt(len(tables))), ledger=ledger, source=source,
-                                   step=step, relation=RELATION, rho=rho, epsilon=epsilon, delta=delta,
-                                   note=f"{len(tables)} tables, add/remove: L2 sensitivity 1 per table")
-    out, start = [], 0
-    for t, c in zip(tables, counts):
-        out.append(Measurement(t, noisy[start:start + c.size].reshape(c.shape), float(sigma)))
-        start += c.size
-    return out
+from ..privacy import NoiseSource, PrivacyLedger, exponential_mechanism
+from . import count_marginal
+from .measure import RELATION, Measurement, measure_marginals
 
 
 def pair_scores(codes: np.ndarray, domain: Domain, one_way: Sequence[Measurement],
