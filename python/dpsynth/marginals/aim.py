@@ -144,7 +144,8 @@ def aim_measure(codes: np.ndarray, domain: Domain, rho: float, ledger: PrivacyLe
     one = [(a,) for a in domain.attrs]
     rho_one = d / (2.0 * sigma ** 2)
     if rho_one > rho:
-        raise ValueError(f"rounds={T} leaves too little budget for the 1-way tables; use more rounds")
+        raise ValueError(f"rounds={T} is too few for {d} columns: the 1-way tables alone would cost more than "
+                         f"the budget; use rounds >= {math.floor(alpha * d) + 1} (default 16·d = {16 * d})")
     measurements = measure_marginals(codes, domain, one, ledger, source, f"{step}: 1-way marginals", rho=rho_one,
                                      with_missing=partial)
     spent.append(rho_one)
