@@ -40,13 +40,13 @@ class MST(MarginalModelGenerator):
     ----------
     epsilon, delta : the (ε, δ) budget (δ required, e.g. 1e-9), converted to ρ-zCDP.
     missing : ``"complete-rows"`` (default) or ``"partial"`` (available-case tables).
-    iters : mirror-descent iterations of the final fit (default 1000).
+    iters : mirror-descent iterations of the final fit (default 300; on Adult, 1000 give the same TVD in 2.5× the time).
     """
 
     method = "mst"
 
     def __init__(self, epsilon: float, delta: float | None = None, missing: str = "complete-rows",
-                 iters: int = 1000):
+                 iters: int = 300):
         super().__init__(epsilon, delta, missing)
         self.iters = check_positive_int(iters, "iters")
 

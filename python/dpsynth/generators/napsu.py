@@ -104,6 +104,7 @@ INFERENCE = ("hmc", "laplace", "slice")
 #: chains, warm-up iterations, kept draws per chain, thinning
 MCMC_DEFAULTS = {"hmc": (16, 300, 200, 1), "slice": (20, 20, 8, 2)}
 MISSING_MODES = ("available-case", "level")
+SELECTIONS = ("mst", "aim")  # private query selection: MST's tree or AIM's adaptive rounds
 PRIOR_SD = 2.5
 #: chains start at N(mode, INIT_SCALE² F⁻¹): spread out, yet inside the region where the frozen-V
 #: surrogate of delayed acceptance is close to the exact density
@@ -135,8 +136,9 @@ class NAPSUMQ(Generator):
     analyses : formulas (``"income ~ age + race + sex"``, patsy/R syntax) or ``(response,
         [predictors])`` pairs the synthetic data must serve; their congenial cliques are always
         measured (:func:`dpsynth.analyses.congenial_queries`).
-    queries : ``"mst"`` (default: cliques outside the analyses chosen by MST) or a list of column
-        tuples, each a full marginal to measure (every column must appear in one).
+    queries : ``"mst"`` (default: cliques outside the analyses chosen by MST), ``"aim"`` (the cliques
+        AIM selects, :meth:`_measure_aim`) or a list of column tuples, each a full marginal to measure
+        (every column must appear in one).
     selection_share : share of ρ for selection when some column is outside the fixed cliques
         (half 1-way tables, half exponential mechanisms); default 0.2. Nothing is spent on
         selection when the analyses' cliques cover every column.
@@ -175,8 +177,8 @@ class NAPSUMQ(Generator):
                  on_not_mixed: str = "warn", max_restarts: int = 5, max_cells: int = 3000):
         super().__init__(epsilon, delta)
         if isinstance(queries, str):
-            if queries != "mst":
-                raise ValueError(f"queries must be 'mst' or a list of column tuples, got {queries!r}")
+            if queries not in SELECTIONS:
+                raise ValueError(f"queries must be 'mst', 'aim' or a list of column tuples, got {queries!r}")
         else:
             queries = _as_query_list(queries, "queries")
             if not queries:
@@ -197,8 +199,8 @@ class NAPSUMQ(Generator):
             incomplete = [str(c) for c in ([incomplete] if isinstance(incomplete, str) else incomplete)]
         self.incomplete = incomplete
         if forced_queries is not None:
-            if queries != "mst":
-                raise ValueError("forced_queries is used only with queries='mst'; list them in queries instead")
+            if queries not in SELECTIONS:
+                raise ValueError("forced_queries is used only with queries='mst' or 'aim'; list them in queries instead")
             forced_queries = _as_query_list(forced_queries, "forced_queries")
         self.forced_queries = forced_queries or []
         if analyses is None:
@@ -252,11 +254,11 @@ class NAPSUMQ(Generator):
 
     def _check_queries(self, domain: Domain, fixed, among):
         names = set(domain.attrs)
-        for q in ([] if self.queries == "mst" else self.queries) + self.forced_queries:
+        for q in ([] if self.queries in SELECTIONS else self.queries) + self.forced_queries:
             unknown = [c for c in q if c not in names]
             if unknown:
                 raise ValueError(f"query {q} names columns {unknown} that are not in the schema")
-        if self.queries != "mst":
+        if self.queries not in SELECTIONS:
             covered = set().union(*map(set, self.queries), *map(set, fixed))
             left = [c for c in domain.attrs if c not in covered]
             if left:
@@ -297,6 +299,8 @@ class NAPSUMQ(Generator):
     def _measure(self, codes, domain, source, fixed, among) -> list[Measurement]:
         """Selection (if any) and measurement, all in ρ; the split is recorded in ``rho_split_``."""
         rho = cdp_rho(self.epsilon, self.delta)
+        if self.queries == "aim":
+            return self._measure_aim(codes, domain, source, fixed, rho)
         if self.queries != "mst":
             tables = maximal_cliques([*self.queries, *fixed])
             self.rho_split_ = split_rho(rho, self.selection_share, False)
@@ -320,6 +324,24 @@ class NAPSUMQ(Generator):
         measured = measure_marginals(codes, domain, tables, self.ledger, source, "NAPSU-MQ: marginals",
                                      rho=split.measurement)
         return one_way + measured
+
+    def _measure_aim(self, codes, domain, source, fixed, rho) -> list[Measurement]:
+        """``queries="aim"``: AIM (:func:`dpsynth.marginals.aim.aim_measure`; AIM-E's available-case
+        tables under ``missing="available-case"``) runs on ``selection_share``·ρ, its model capped at
+        ``max_cells`` junction-tree cells; the cliques it selected, the forced and analysis cliques and
+        a 1-way table for every other column are then measured with the rest of ρ. AIM's own
+        measurements serve selection only (they are paid for, not reused in the likelihood)."""
+        from ..marginals.aim import aim_measure
+
+        split = split_rho(rho, self.selection_share, True)
+        self.rho_split_ = split
+        res = aim_measure(codes, domain, split.one_way + split.selection, self.ledger, source,
+                          partial=self.missing == "available-case", max_model_cells=self.max_cells,
+                          step="NAPSU-MQ AIM selection")
+        tables = maximal_cliques([*self.forced_queries, *fixed, *res.selected, *[(a,) for a in domain.attrs]])
+        self.selected_queries_ = tables
+        return measure_marginals(codes, domain, tables, self.ledger, source, "NAPSU-MQ: marginals",
+                                 rho=split.measurement)
 
     def _fit_posterior(self, measurements, source):
         tables = [m.attrs for m in measurements]
