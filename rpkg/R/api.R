@@ -57,7 +57,8 @@ schema_to_py <- function(schema) {
 #' @param data A data.frame (the private data).
 #' @param method Generator (see `dpsynth.available_methods()`): `"independent"`,
 #'   `"privbayes"`, `"privbayes-e"`, `"napsu-mq"`,
-#'   `"pmse"`, `"dp-misgan"`, `"kamino"` or `"kamino-i"`.
+#'   `"pmse"`, `"dp-misgan"`, `"kamino"`, `"kamino-i"`, `"mst"`, `"aim"` or `"aim-e"`
+#'   (method names are passed to Python as given).
 #' @param epsilon,delta Privacy budget (`delta = NULL`: the method's default).
 #' @param m Number of synthetic datasets.
 #' @param seed Integer seed for a repeatable run (for testing, not privacy);
