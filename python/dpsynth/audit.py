@@ -396,6 +396,8 @@ SMALL_OPTIONS = {
     "aim-e": dict(delta=1e-6, rounds=8, round_iters=5, final_iters=20),
     "dp-misgan": dict(delta=1e-6, epochs=1, batch_size=64, hidden=8, critic_hidden=8, nz=4),
     "kamino": dict(delta=1e-6, epochs=1, batch_size=64, hidden=8),
+    "dpautogan": dict(delta=1e-6, ae_epochs=1, gan_epochs=1, batch_size=64, hidden=8, latent=4, nz=4),
+    "dpctgan": dict(delta=1e-6, epochs=1, batch_size=64, hidden=8, nz=4),
     "kamino-i": dict(delta=1e-6, epochs=1, batch_size=64, hidden=8),
     "complete-rows": dict(generator="independent"),
     "impute-random": dict(generator="privbayes-e"),
