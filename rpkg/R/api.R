@@ -57,7 +57,7 @@ schema_to_py <- function(schema) {
 #' @param data A data.frame (the private data).
 #' @param method Generator (see `dpsynth.available_methods()`): `"independent"`,
 #'   `"privbayes"`, `"privbayes-e"`, `"napsu-mq"`,
-#'   `"pmse"`, `"dp-misgan"`, `"kamino"`, `"kamino-i"`, `"mst"`, `"aim"` or `"aim-e"`
+#'   `"pmse"`, `"dp-misgan"`, `"kamino"`, `"kamino-i"`, `"mst"`, `"aim"`, `"aim-e"`, `"dpautogan"` or `"dpctgan"`
 #'   (method names are passed to Python as given).
 #' @param epsilon,delta Privacy budget (`delta = NULL`: the method's default).
 #' @param m Number of synthetic datasets.
