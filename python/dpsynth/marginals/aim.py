@@ -10,7 +10,7 @@ T = 16·d rounds (Alg. 1, lines 1–3):
 2. each round (lines 6–17): the candidates are the workload's downward closure (by default all
    1-way and 2-way sets of at most ``max_cells`` cells) whose junction tree, added to the model's
    cliques, stays within ``max_model_cells·ρ_used/ρ`` cells (ρ_used counts this round; a public
-   function of the schema and of released choices); the exponential mechanism with
+   function of the schema and of released choices) — or does not grow the model; the exponential mechanism with
    ε_t = √(8(1 − α)ρ/T) picks r by the score
 
        q(r) = w_r · (‖x_r − t̂_r p̂_r‖₁ − √(2/π)·σ_t·|Ω_r|),
@@ -167,9 +167,9 @@ def aim_measure(codes: np.ndarray, domain: Domain, rho: float, ledger: PrivacyLe
         rho_sel, rho_meas = eps ** 2 / 8.0, 1.0 / (2.0 * sigma ** 2)
         used = math.fsum(spent) + rho_sel + rho_meas
         limit = max_model_cells * used / rho
-        names = [r for r in cands if _fits(model, r, limit)]
-        if not names:  # the smallest candidate always fits a model that already holds its cells
-            names = [min(cands, key=lambda r: domain.project(r).size())]
+        # a candidate inside the model's cliques leaves its size unchanged, so it always qualifies
+        # (every 1-way does): the candidate set is never empty
+        names = [r for r in cands if _fits(model, r, max(limit, model.jt.size()))]
         est = _estimates(model, names)
         scores = np.array([cands[r] * (np.abs(truth[r] - expected_total(r, totals, n_hat) * est[r]).sum()
                                        - BIAS * sigma * truth[r].size) for r in names])
