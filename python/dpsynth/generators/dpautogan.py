@@ -161,13 +161,13 @@ class DPAutoGAN(TorchFit, Generator):
                 gen_opt.step()
                 critic.zero_grad(set_to_none=True)
         plan.finish()
-        self.generator_, self.decoder_, self.encoder_ = gen.eval(), decoder.eval(), enc
+        self.gan_generator_, self.decoder_, self.encoder_ = gen.eval(), decoder.eval(), enc
 
     def _sample_frame(self, n, rng, index):
         tg = torch.Generator()
         tg.manual_seed(int(rng.integers(0, 2**62)))
         with torch.no_grad():
-            out = self.decoder_(self.generator_(torch.randn(n, self.nz, generator=tg))).numpy().astype(float)
+            out = self.decoder_(self.gan_generator_(torch.randn(n, self.nz, generator=tg))).numpy().astype(float)
         return sample_encoded(out, self.encoder_, self.schema_, rng)
 
 

@@ -167,7 +167,7 @@ class DPCTGAN(TorchFit, Generator):
                 gen_opt.step()
                 critic.zero_grad(set_to_none=True)
         plan.finish()
-        self.generator_, self.encoder_ = gen.eval(), enc
+        self.gan_generator_, self.encoder_ = gen.eval(), enc
 
     def _fake(self, gen, k, rng, latent_gen):
         cols, cats = self._draw_cond(k, rng, log=True)
@@ -187,7 +187,7 @@ class DPCTGAN(TorchFit, Generator):
         cols, cats = self._draw_cond(n, rng, log=False)
         with torch.no_grad():
             z = torch.randn(n, self.nz, generator=tg)
-            out = self.generator_(torch.cat([z, self._cond(cols, cats)], dim=1)).numpy().astype(float)
+            out = self.gan_generator_(torch.cat([z, self._cond(cols, cats)], dim=1)).numpy().astype(float)
         return sample_encoded(out, self.encoder_, self.schema_, rng)
 
 
