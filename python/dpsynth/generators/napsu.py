@@ -14,8 +14,11 @@ pairs for up to four predictors, else a tree chosen privately). Those cliques ar
 whole budget when they cover every column; the other columns join through MST (private-pgm's
 maximum spanning tree, McKenna et al. 2021) paid from ``selection_share`` of ρ, half for the 1-way
 tables that score it and half for the exponential mechanisms (:func:`dpsynth.graphical.noise_aware.split_rho`).
-``queries="mst"`` without analyses selects every clique that way; a list of column tuples is
-measured as given (with the analyses' cliques added).
+``queries="mst"`` without analyses selects every clique that way; ``queries="aim"`` takes the cliques
+AIM selects (:func:`dpsynth.marginals.aim.aim_measure`, run on ``selection_share`` of ρ with its model
+capped at ``max_cells`` junction-tree cells; on the reduced Adult it picks about 25 pairs, so the
+posterior is larger and slower than with MST's tree); a list of column tuples is measured as given
+(with the analyses' cliques added).
 
 **Release and privacy.** Neighbouring relation: add/remove one row. Each released marginal table has
 L2 sensitivity 1 (a row adds 1 to at most one cell), so T tables released together have Δ₂ = √T,
