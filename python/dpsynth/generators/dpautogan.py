@@ -27,6 +27,10 @@ baseline of DP-MisGAN (Mohapatra et al., PVLDB 2024, Figure 3).
    the same σ and q: one :class:`~dpsynth.privacy.dpsgd_accounting.SGMPlan` calibrated by opacus's
    RDP accountant to ε − ε_n at δ, charged once before training, refusing any step beyond it.
 
+Measured (``bench/dpgan.py``, ε = 3, δ = 1e-6, seed 1, defaults): on 8,000 Adult rows with 20 % MCAR
+cells (288 complete rows) 2-way TVD 0.694 in 12 s, against DP-MisGAN's 0.179 (all rows, 359 s) and
+uniform noise's 0.739; on the 8,000 rows without missing values, 0.376 (DP-CTGAN 0.560).
+
 Neighbouring relation: add/remove one row. Sampling draws z, decodes, and draws categories/bins
 from the decoded softmaxes (post-processing).
 
