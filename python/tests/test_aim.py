@@ -136,3 +136,28 @@ def test_aim_e_beats_aim_on_adult_mcar(adult_mcar_8000):
         res[m] = dpsynth.metrics.tvd(truth, gen.sample(seed=2).datasets[0], schema, k=2)
         assert gen.ledger.total_epsilon() <= 1.0 + 1e-9
     assert res["aim-e"] < res["aim"], res
+
+
+def test_within_bin_refinement_neighbours_and_spikes():
+    """The fine histograms move by at most √k (k columns) in L2 when a row is added, and a spike
+    inside a bin is reproduced (instead of being spread uniformly over the bin)."""
+    from dpsynth.marginals.refine import measure_refinements, refinement_cells
+    from dpsynth.privacy import NoiseSource, PrivacyLedger, record_noise_inputs
+
+    schema = dpsynth.Schema.from_dict({
+        "h": {"type": "numeric", "lower": 1, "upper": 99, "bins": 4, "integer": True},
+        "x": {"type": "numeric", "lower": 0, "upper": 1e6, "bins": 4},
+        "g": {"type": "categorical", "categories": ["a", "b"]}})
+    assert refinement_cells(schema["g"]) is None and len(refinement_cells(schema["h"])[0]) == 99
+    assert len(refinement_cells(schema["x"])[0]) == 4 * 16
+    df = pd.DataFrame({"h": [40] * 900 + [20] * 100, "x": np.linspace(0, 1e6, 1000), "g": ["a"] * 1000})
+    values = []
+    for d in (df, pd.concat([df, pd.DataFrame({"h": [99], "x": [5.0], "g": ["b"]})], ignore_index=True)):
+        with record_noise_inputs() as rec:
+            refs = measure_refinements(d, schema, PrivacyLedger(3.0, 1e-6), NoiseSource(1), rho=0.05, step="t")
+        (call,) = rec.calls
+        values.append(np.asarray(call.value, dtype=float))
+        assert call.sensitivity == pytest.approx(np.sqrt(2))
+    assert np.linalg.norm(values[0] - values[1]) <= np.sqrt(2) + 1e-12
+    h = refs[0].draw(np.full(2000, 1), np.random.default_rng(0))  # bin 1 = [25.75, 50.5): the spike at 40
+    assert np.mean(h == 40) > 0.95

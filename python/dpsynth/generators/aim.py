@@ -61,14 +61,15 @@ class AIM(MarginalModelGenerator):
         80 MB is 10⁷ cells and takes hours).
     round_iters, final_iters : mirror-descent iterations per round and at the end.
     alpha : share of each round's ρ for measurement (0.9).
+    refine_share : share of ρ for within-bin numeric histograms (:mod:`dpsynth.generators.marginal_model`).
     """
 
     method = "aim"
 
     def __init__(self, epsilon: float, delta: float | None = None, missing: str = "complete-rows",
                  rounds: int | None = None, max_cells: int = MAX_CELLS, max_model_cells: int = MAX_MODEL_CELLS,
-                 round_iters: int = 50, final_iters: int = 1000, alpha: float = ALPHA):
-        super().__init__(epsilon, delta, missing)
+                 round_iters: int = 50, final_iters: int = 1000, alpha: float = ALPHA, refine_share: float = 0.05):
+        super().__init__(epsilon, delta, missing, refine_share)
         self.rounds = None if rounds is None else check_positive_int(rounds, "rounds")
         self.max_cells = check_positive_int(max_cells, "max_cells")
         self.max_model_cells = check_positive_int(max_model_cells, "max_model_cells")

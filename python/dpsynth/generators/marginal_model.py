@@ -10,6 +10,11 @@ the 1-way tables carry a missing cell whose totals estimate the number of rows N
 
 Budget: (ε, δ) → ρ = :func:`dpsynth.privacy.cdp_rho` (the CKS conversion), spent in ρ on one
 ledger that converts back once. Neighbouring relation: add/remove one row.
+
+Numeric values (``refine_share``, default 0.05 of ρ): the model is over the schema's bins; where
+a bin holds several values, fine within-bin histograms are released first
+(:func:`dpsynth.marginals.refine.measure_refinements`, over the same rows) and each synthetic value
+is placed inside its bin by them instead of uniformly (0 turns this off).
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import torch
 
 from ..graphical import Domain
 from ..marginals import observed_mask
+from ..marginals.refine import measure_refinements, refinement_cells
 from ..privacy import cdp_rho
 from .base import Generator
 
@@ -45,8 +51,13 @@ class MarginalModelGenerator(Generator):
     needs_delta = True
     needs_bounds = True
 
-    def __init__(self, epsilon: float, delta: float | None = None, missing: str = "complete-rows"):
+    def __init__(self, epsilon: float, delta: float | None = None, missing: str = "complete-rows",
+                 refine_share: float = 0.05):
         super().__init__(epsilon, delta)
+        if isinstance(refine_share, bool) or not isinstance(refine_share, (int, float)) or not 0 <= refine_share < 1:
+            raise ValueError(f"refine_share (share of ρ for within-bin histograms) must be in [0, 1), e.g. 0.05; "
+                             f"got {refine_share!r}")
+        self.refine_share = float(refine_share)
         if missing not in MISSING_MODES:
             raise ValueError(f"missing must be 'complete-rows' (count complete rows only) or 'partial' "
                              f"(each table over the rows observed on its columns), got {missing!r}")
@@ -56,17 +67,28 @@ class MarginalModelGenerator(Generator):
         names = self.schema_.names
         domain = Domain(names, self.schema_.domain_sizes)
         if self.missing == "complete-rows":
-            codes = codes[observed_mask(codes, range(len(names)))]
+            keep = observed_mask(codes, range(len(names)))
+            codes, data = codes[keep], data.iloc[np.flatnonzero(keep)]
         self.domain_ = domain
+        rho = self.rho_budget_ = cdp_rho(self.epsilon, self.delta)
+        self.refinements_ = []
+        if self.refine_share > 0 and any(refinement_cells(self.schema_[c]) is not None for c in names):
+            rho_r = self.refine_share * rho
+            self.refinements_ = measure_refinements(data, self.schema_, self.ledger, source, rho=rho_r,
+                                                    step=f"{self.method}: within-bin numeric histograms")
+            rho -= rho_r
         with single_thread():
-            self._measure(codes, domain, cdp_rho(self.epsilon, self.delta), source)
+            self._measure(codes, domain, rho, source)
 
     def _measure(self, codes, domain, rho, source):  # pragma: no cover
         raise NotImplementedError
 
-    def _sample_codes(self, n, rng, index):
+    def _sample_frame(self, n, rng, index):
         with single_thread():
-            return self.model_.sample(n, rng)
+            codes = self.model_.sample(n, rng)
+        names = self.schema_.names
+        values = {r.name: r.draw(codes[:, names.index(r.name)], rng) for r in getattr(self, "refinements_", [])}
+        return self.schema_.decode(codes, rng, numeric_values=values or None)
 
     def marginal(self, attrs) -> np.ndarray:
         """The fitted model's probability table on ``attrs`` (post-processing)."""

@@ -40,21 +40,22 @@ class MST(MarginalModelGenerator):
     ----------
     epsilon, delta : the (ε, δ) budget (δ required, e.g. 1e-9), converted to ρ-zCDP.
     missing : ``"complete-rows"`` (default) or ``"partial"`` (available-case tables).
+    refine_share : share of ρ for within-bin numeric histograms (:mod:`dpsynth.generators.marginal_model`).
     iters : mirror-descent iterations of the final fit (default 300; on Adult, 1000 give the same TVD in 2.5× the time).
     """
 
     method = "mst"
 
     def __init__(self, epsilon: float, delta: float | None = None, missing: str = "complete-rows",
-                 iters: int = 300):
-        super().__init__(epsilon, delta, missing)
+                 iters: int = 300, refine_share: float = 0.05):
+        super().__init__(epsilon, delta, missing, refine_share)
         self.iters = check_positive_int(iters, "iters")
 
     def _measure(self, codes, domain, rho, source):
         partial = self.missing == "partial"
         one_way, edges = mst_select(codes, domain, rho, self.ledger, source, split=(1 / 3, 1 / 3), step="MST")
         measured = measure_marginals(codes, domain, edges, self.ledger, source, "MST: tree marginals",
-                                     rho=rho - self.ledger.total_rho()) if edges else []
+                                     rho=self.rho_budget_ - self.ledger.total_rho()) if edges else []
         measurements = one_way + measured
         totals, n_hat = estimate_totals(measurements, partial)
         self.model_ = GraphicalModel(domain, edges).fit(tables_for_fit(measurements, totals), iters=self.iters)
