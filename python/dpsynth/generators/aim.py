@@ -18,16 +18,13 @@ complete-row table; the selection score w_r(‖x_r − t̂_r p̂_r‖₁ − √
 through x_r (t̂_r, p̂_r from released tables), so its sensitivity is max_r w_r as in AIM. The
 guarantee is therefore AIM's, unchanged: ρ-zCDP for ρ = cdp_rho(ε, δ), hence (ε, δ)-DP.
 
-Measured (``bench/aim.py``, shared 2-core machine, seed 1, ε = 1, δ = 1e-9): on Adult's 30,162 complete
-rows AIM runs 28 rounds in 40–47 s with 2-way TVD 0.0665 (paper binning; 0.032 in the schema's own
-codes), MST in 2–5 s with 0.077 (0.043). The paper-binned TVD has a floor of 0.042 whatever the
-generator: the complete rows themselves, encoded with the public schema's 16 bins and decoded
-uniformly inside each bin as every generator's output is, score 0.042 (the schema's integer bins
-do not line up with the metric's bins of the observed range; hours-per-week and capital-loss carry
-most of it). The issue's targets (AIM ≤ 0.05, MST ≤ 0.06 on that metric) are therefore not met. On
-8,000 Adult rows with 20 % MCAR cells (0.8¹⁵ ≈ 3.5 % complete): AIM-E 0.122, AIM on the complete
-rows 0.414; on the full Adult table with 20 % MCAR (``bench/missing_grid.py``): AIM-E 0.072, AIM
-0.212, MST 0.195.
+Measured (``bench/aim.py``, shared 2-core machine under load 3–4.5, ε = 1, δ = 1e-9): on Adult's
+30,162 complete rows AIM runs 31 rounds in 40–58 s with 2-way TVD 0.034–0.036 (seeds 1, 2; the
+paper's binning), MST in 2–6 s with 0.045. Without the within-bin refinement (``refine_share=0``)
+the same runs give 0.067 and 0.077: the paper-binned TVD has a floor of 0.042 when values are placed
+uniformly inside the schema's bins (the complete rows themselves, encoded and decoded so, score
+0.042). On 8,000 Adult rows with 20 % MCAR cells (0.8¹⁵ ≈ 3.5 % complete): AIM-E 0.084, AIM on the
+complete rows 0.483.
 
 The synthetic data are complete: n̂ rows by default (complete rows for ``"aim"``, all rows N for
 ``"aim-e"``, each estimated from the noisy totals).
@@ -68,7 +65,7 @@ class AIM(MarginalModelGenerator):
 
     def __init__(self, epsilon: float, delta: float | None = None, missing: str = "complete-rows",
                  rounds: int | None = None, max_cells: int = MAX_CELLS, max_model_cells: int = MAX_MODEL_CELLS,
-                 round_iters: int = 50, final_iters: int = 1000, alpha: float = ALPHA, refine_share: float = 0.05):
+                 round_iters: int = 50, final_iters: int = 500, alpha: float = ALPHA, refine_share: float = 0.05):
         super().__init__(epsilon, delta, missing, refine_share)
         self.rounds = None if rounds is None else check_positive_int(rounds, "rounds")
         self.max_cells = check_positive_int(max_cells, "max_cells")
