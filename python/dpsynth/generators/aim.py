@@ -20,11 +20,11 @@ guarantee is therefore AIM's, unchanged: ρ-zCDP for ρ = cdp_rho(ε, δ), hence
 
 Measured (``bench/aim.py``, shared 2-core machine under load 3–4.5, ε = 1, δ = 1e-9): on Adult's
 30,162 complete rows AIM runs 31 rounds in 40–58 s with 2-way TVD 0.034–0.036 (seeds 1, 2; the
-paper's binning), MST in 2–6 s with 0.045. Without the within-bin refinement (``refine_share=0``)
+paper's binning), MST in 3–6 s with 0.045. Without the within-bin refinement (``refine_share=0``)
 the same runs give 0.067 and 0.077: the paper-binned TVD has a floor of 0.042 when values are placed
 uniformly inside the schema's bins (the complete rows themselves, encoded and decoded so, score
-0.042). On 8,000 Adult rows with 20 % MCAR cells (0.8¹⁵ ≈ 3.5 % complete): AIM-E 0.084, AIM on the
-complete rows 0.483.
+0.042). On 8,000 Adult rows with 20 % MCAR cells (0.8¹⁵ ≈ 3.5 % complete): AIM-E 0.080, AIM on the
+complete rows 0.485.
 
 The synthetic data are complete: n̂ rows by default (complete rows for ``"aim"``, all rows N for
 ``"aim-e"``, each estimated from the noisy totals).
