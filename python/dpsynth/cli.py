@@ -231,9 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("data", help="private CSV file (empty cells, NA or ? are missing) or Parquet file/folder; the "
                                 "marginal-based methods count it in DuckDB without loading it")
     s.add_argument("--schema", required=True, help="public schema JSON (categories, bounds, bins)")
-    s.add_argument("--method", default="privbayes-e", help="generator (default privbayes-e)")
+    s.add_argument("--method", default="privbayes-e", help="generator (default privbayes-e); any of dpsynth.available_methods(), e.g. mst, aim, aim-e, dpautogan, dpctgan")
     s.add_argument("--epsilon", type=float, required=True, help="privacy budget epsilon > 0")
-    s.add_argument("--delta", type=float, default=None, help="delta (needed by napsu-mq, dp-misgan, kamino)")
+    s.add_argument("--delta", type=float, default=None, help="delta (needed by napsu-mq, mst, aim, aim-e, dp-misgan, dpautogan, dpctgan, kamino)")
     s.add_argument("--m", type=int, default=1, help="number of synthetic datasets")
     s.add_argument("--n", type=int, default=None, help="rows per dataset (default: released n)")
     s.add_argument("--seed", type=int, default=None, help="seed for a repeatable run (not for privacy)")

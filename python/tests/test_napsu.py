@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import dpsynth
-from dpsynth.generators.mst import measure_marginals, mst_select, pair_scores
+from dpsynth.marginals.measure import measure_marginals
+from dpsynth.marginals.mst import mst_select, pair_scores
 from dpsynth.generators.napsu import ADULT_FORCED_QUERIES, NAPSUMQ, adult_reduced
 from dpsynth.graphical import Domain
 from dpsynth.schema import cast_to_schema
@@ -558,7 +559,7 @@ def test_unmeasured_interaction_warns_unless_named_in_analyses():
 
 def test_count_groups_follow_the_released_totals():
     from dpsynth.generators.napsu import count_groups
-    from dpsynth.generators.mst import Measurement
+    from dpsynth.marginals.measure import Measurement
 
     complete = [Measurement(("a",), np.array([600.0, 400.0]), 4.0), Measurement(("a", "b"), np.array([[300.0, 301], [200, 198]]), 4.0)]
     assert count_groups(complete) == [0, 0]

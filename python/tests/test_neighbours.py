@@ -16,7 +16,7 @@ from dpsynth.audit import COMPLETE_ONLY, SMALL_OPTIONS as SMALL, assert_neighbou
 from dpsynth.generators import available_methods, make_generator
 
 # Poisson batches draw one uniform per row by position: the removed / changed row is the last one
-LAST_ROW = {"dp-misgan", "kamino", "kamino-i"}
+LAST_ROW = {"dp-misgan", "kamino", "kamino-i", "dpautogan", "dpctgan"}
 
 
 def _factory(method, epsilon=1.0):

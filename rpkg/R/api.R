@@ -32,7 +32,8 @@ py_item <- function(x, i) reticulate::py_get_item(x, i)
 #'   `"privbayes-e"`, `"napsu-mq"`) then count it in DuckDB without loading it.
 #' @param method Generator (see `dpsynth.available_methods()`): `"independent"`,
 #'   `"privbayes"`, `"privbayes-e"`, `"napsu-mq"`,
-#'   `"pmse"`, `"dp-misgan"`, `"kamino"` or `"kamino-i"`.
+#'   `"pmse"`, `"dp-misgan"`, `"kamino"`, `"kamino-i"`, `"mst"`, `"aim"`, `"aim-e"`, `"dpautogan"` or `"dpctgan"`
+#'   (method names are passed to Python as given).
 #' @param epsilon,delta Privacy budget (`delta = NULL`: the method's default).
 #' @param m Number of synthetic datasets.
 #' @param seed Integer seed for a repeatable run (for testing, not privacy);

@@ -14,6 +14,11 @@ _REGISTRY = {
     "napsu-mq": ("dpsynth.generators.napsu", "NAPSUMQ", {}),
     "pmse": ("dpsynth.generators.pmse", "PMSEMechanism", {}),
     "dp-misgan": ("dpsynth.generators.misgan", "DPMisGAN", {}),
+    "mst": ("dpsynth.generators.mst", "MST", {}),
+    "aim": ("dpsynth.generators.aim", "AIM", {"missing": "complete-rows"}),
+    "aim-e": ("dpsynth.generators.aim", "AIM", {"missing": "partial"}),
+    "dpautogan": ("dpsynth.generators.dpautogan", "DPAutoGAN", {}),
+    "dpctgan": ("dpsynth.generators.dpctgan", "DPCTGAN", {}),
     "kamino": ("dpsynth.generators.columnwise", "ColumnwiseSynth", {"impute": False}),
     "kamino-i": ("dpsynth.generators.columnwise", "ColumnwiseSynth", {"impute": True}),
     # the seed paper's vanilla strategies (§4.1) around any generator above: pass generator="privbayes", ...

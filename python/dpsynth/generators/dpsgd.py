@@ -216,10 +216,14 @@ class DPSGD:
         detached = {k: p.detach() for k, p in self.params.items()}
         return clipped_gradient_sum(self.loss_fn, detached, batch, self.plan.clip)
 
-    def step(self, *batch) -> None:
-        """One noisy step on a Poisson batch (possibly empty)."""
+    def step(self, *batch, public_grad=None) -> None:
+        """One noisy step on a Poisson batch (possibly empty). ``public_grad`` (flat, optional): a
+        gradient computed without private rows (e.g. a WGAN critic's fake-sample term over a public
+        number of fakes), added after the release (post-processing)."""
         summed, _ = self.clipped_sum(*batch)  # per-row norms are private: not kept
         noisy = self.plan.release(summed, self.generator, self.step_name) / self.expected_batch_size
+        if public_grad is not None:
+            noisy = noisy + public_grad
         offset = 0
         for p in self.params.values():
             k = p.numel()
@@ -227,6 +231,67 @@ class DPSGD:
             offset += k
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+
+
+def wgan_critic_step(opt: "DPSGD", critic, real, fake, weight_clip: float | None = None) -> None:
+    """One step of a WGAN critic (loss E D(fake) − E D(real)) with DP-SGD on the real term only.
+
+    The real term −D(x_i) is clipped per row and noised (``opt``: the MLP path, row loss −D); the
+    fake term's gradient, mean over ``fake`` (whose number must be public, e.g. round(q·ñ), never the
+    realised Poisson batch size), reads no private row and is added after the release. Weight
+    clipping to [−c, c] (Arjovsky et al. 2017) is post-processing."""
+    import torch
+
+    params = list(critic.parameters())
+    g = torch.autograd.grad(critic(fake).mean(), params)
+    opt.step(real, public_grad=torch.cat([x.reshape(-1) for x in g]).detach())
+    if weight_clip is not None:
+        with torch.no_grad():
+            for p in params:
+                p.clamp_(-weight_clip, weight_clip)
+
+
+def critic_real_row_loss(outputs):
+    """Per-row loss of the real term of a WGAN critic: −D(x_i) (for :func:`wgan_critic_step`)."""
+    return -outputs[:, 0]
+
+
+def released_row_count(n_rows: int, epsilon: float, ledger, source, relation: str, step: str = "row count") -> float:
+    """max(1, n + discrete Laplace(1/ε)): the number of rows a DP-SGD generator trains on (e.g. the
+    complete rows), released with L1 sensitivity 1 (add/remove); it fixes q, T and the gradient
+    normalisation publicly."""
+    from ..privacy import laplace_counts
+
+    noisy = laplace_counts(np.array([int(n_rows)], dtype=np.int64), epsilon=epsilon, sensitivity=1, ledger=ledger,
+                           source=source, step=step, relation=relation)
+    return float(max(1, int(noisy[0])))
+
+
+def complete_rows(codes: np.ndarray, data: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """The rows observed on every column (the seed paper's complete-row baseline; a row-wise filter,
+    so add/remove neighbours stay neighbours)."""
+    keep = (codes != MISSING).all(axis=1)
+    return codes[keep], data.iloc[np.flatnonzero(keep)]
+
+
+def block_log_likelihood(blocks):
+    """``loss(probs, x)`` for ONE encoded row: −Σ log p over its one-hot parts and squared error
+    of the in-bin positions / scaled values (an autoencoder's reconstruction loss, CTGAN's
+    conditional term restricted to the parts given)."""
+    import torch
+
+    parts = [(b.start, b.start + b.levels, b.start + b.width) for b in blocks]
+
+    def loss(probs, x):
+        out = probs.new_zeros(())
+        for a, m, e in parts:
+            if m > a:
+                out = out - (x[a:m] * torch.log(probs[a:m] + 1e-8)).sum()
+            if e > m:
+                out = out + ((probs[m:e] - x[m:e]) ** 2).sum()
+        return out
+
+    return loss
 
 
 def split_params(params: dict, prefix: str) -> dict:
@@ -371,6 +436,7 @@ def values_in_bins(col, codes: np.ndarray, rng: np.random.Generator) -> np.ndarr
     return np.where(codes == MISSING, np.nan, x)
 
 
-__all__ = ["SGMPlan", "DPSGD", "TorchFit", "DPSGD_MECHANISM", "MixedEncoder", "Block", "clipped_gradient_sum",
+__all__ = ["wgan_critic_step", "critic_real_row_loss", "released_row_count", "complete_rows",
+           "block_log_likelihood", "SGMPlan", "DPSGD", "TorchFit", "DPSGD_MECHANISM", "MixedEncoder", "Block", "clipped_gradient_sum",
            "mlp_clipped_gradient_sum", "poisson_indices", "step_rng", "split_params", "torch_threads", "torch_seeded",
            "draw_rows", "numeric_range", "numeric_values", "values_in_bins"]

@@ -14,8 +14,11 @@ joint table when it has at most 256 cells, else a tree of predictor pairs chosen
 whole budget when they cover every column; the other columns join through MST (private-pgm's
 maximum spanning tree, McKenna et al. 2021) paid from ``selection_share`` of ρ, half for the 1-way
 tables that score it and half for the exponential mechanisms (:func:`dpsynth.graphical.noise_aware.split_rho`).
-``queries="mst"`` without analyses selects every clique that way; a list of column tuples is
-measured as given (with the analyses' cliques added).
+``queries="mst"`` without analyses selects every clique that way; ``queries="aim"`` takes the cliques
+AIM selects (:func:`dpsynth.marginals.aim.aim_measure`, run on ``selection_share`` of ρ with its model
+capped at ``max_cells`` junction-tree cells; on the reduced Adult it picks about 25 pairs, so the
+posterior is larger and slower than with MST's tree); a list of column tuples is measured as given
+(with the analyses' cliques added).
 
 **Release and privacy.** Neighbouring relation: add/remove one row. Each released marginal table has
 L2 sensitivity 1 (a row adds 1 to at most one cell), so T tables released together have Δ₂ = √T,
@@ -115,7 +118,8 @@ from ..privacy import cdp_rho
 from ..privacy.validation import check_positive_float
 from ..schema import MISSING
 from .base import Generator, check_count
-from .mst import Measurement, measure_marginals, mst_select
+from ..marginals.measure import Measurement, measure_marginals
+from ..marginals.mst import mst_select
 
 DTYPE = torch.float64
 INFERENCE = ("hmc", "hmc-da", "laplace", "slice")
@@ -130,6 +134,7 @@ MAR_ASSUMPTION = ("missing at random (MAR): among rows alike in their other valu
 #: Pareto k̂ above which importance-reweighted draws are not trusted (Vehtari et al. 2024)
 PARETO_K_MAX = 0.7
 MISSING_MODES = ("available-case", "level", "mar")
+SELECTIONS = ("mst", "aim")  # private query selection: MST's tree or AIM's adaptive rounds
 PRIOR_SD = 2.5
 #: chains start at N(mode, INIT_SCALE² F⁻¹): spread out, yet inside the region where the frozen-V
 #: surrogate of delayed acceptance is close to the exact density
@@ -161,8 +166,9 @@ class NAPSUMQ(Generator):
     analyses : formulas (``"income ~ age + race + sex"``, patsy/R syntax) or ``(response,
         [predictors])`` pairs the synthetic data must serve; their congenial cliques are always
         measured (:func:`dpsynth.analyses.congenial_queries`).
-    queries : ``"mst"`` (default: cliques outside the analyses chosen by MST) or a list of column
-        tuples, each a full marginal to measure (every column must appear in one).
+    queries : ``"mst"`` (default: cliques outside the analyses chosen by MST), ``"aim"`` (the cliques
+        AIM selects, :meth:`_measure_aim`) or a list of column tuples, each a full marginal to measure
+        (every column must appear in one).
     selection_share : share of ρ for selection when some column is outside the fixed cliques
         (half 1-way tables, half exponential mechanisms); default 0.2. Nothing is spent on
         selection when the analyses' cliques cover every column.
@@ -206,8 +212,8 @@ class NAPSUMQ(Generator):
                  on_not_mixed: str = "warn", max_restarts: int = 5, max_cells: int = 3000):
         super().__init__(epsilon, delta)
         if isinstance(queries, str):
-            if queries != "mst":
-                raise ValueError(f"queries must be 'mst' or a list of column tuples, got {queries!r}")
+            if queries not in SELECTIONS:
+                raise ValueError(f"queries must be 'mst', 'aim' or a list of column tuples, got {queries!r}")
         else:
             queries = _as_query_list(queries, "queries")
             if not queries:
@@ -237,8 +243,8 @@ class NAPSUMQ(Generator):
             mnar_shift = {str(k): float(v) for k, v in mnar_shift.items()}
         self.mnar_shift = mnar_shift
         if forced_queries is not None:
-            if queries != "mst":
-                raise ValueError("forced_queries is used only with queries='mst'; list them in queries instead")
+            if queries not in SELECTIONS:
+                raise ValueError("forced_queries is used only with queries='mst' or 'aim'; list them in queries instead")
             forced_queries = _as_query_list(forced_queries, "forced_queries")
         self.forced_queries = forced_queries or []
         if analyses is None:
@@ -292,11 +298,11 @@ class NAPSUMQ(Generator):
 
     def _check_queries(self, domain: Domain, fixed, among):
         names = set(domain.attrs)
-        for q in ([] if self.queries == "mst" else self.queries) + self.forced_queries:
+        for q in ([] if self.queries in SELECTIONS else self.queries) + self.forced_queries:
             unknown = [c for c in q if c not in names]
             if unknown:
                 raise ValueError(f"query {q} names columns {unknown} that are not in the schema")
-        if self.queries != "mst":
+        if self.queries not in SELECTIONS:
             covered = set().union(*map(set, self.queries), *map(set, fixed))
             left = [c for c in domain.attrs if c not in covered]
             if left:
@@ -339,6 +345,8 @@ class NAPSUMQ(Generator):
         step = "NAPSU-MQ: marginals"
         if self.level_columns_:  # the ledger says which tables carry the response indicators R_j
             step += f" (missing as a level of {', '.join(self.level_columns_)}: tables over them measure R_j)"
+        if self.queries == "aim":
+            return self._measure_aim(rows, domain, source, fixed, rho, step)
         if self.queries != "mst":
             tables = maximal_cliques([*self.queries, *fixed])
             self.rho_split_ = split_rho(rho, self.selection_share, False)
@@ -362,6 +370,23 @@ class NAPSUMQ(Generator):
         measured = measure_marginals(rows, domain, tables, self.ledger, source, step,
                                      rho=split.measurement)
         return one_way + measured
+
+    def _measure_aim(self, rows, domain, source, fixed, rho, step) -> list[Measurement]:
+        """``queries="aim"``: AIM (:func:`dpsynth.marginals.aim.aim_measure`; AIM-E's available-case
+        tables under ``missing="available-case"``) runs on ``selection_share``·ρ, its model capped at
+        ``max_cells`` junction-tree cells; the cliques it selected, the forced and analysis cliques and
+        a 1-way table for every other column are then measured with the rest of ρ. AIM's own
+        measurements serve selection only (they are paid for, not reused in the likelihood)."""
+        from ..marginals.aim import aim_measure
+
+        split = split_rho(rho, self.selection_share, True)
+        self.rho_split_ = split
+        res = aim_measure(rows, domain, split.one_way + split.selection, self.ledger, source,
+                          partial=self.missing == "available-case", max_model_cells=self.max_cells,
+                          step="NAPSU-MQ AIM selection")
+        tables = maximal_cliques([*self.forced_queries, *fixed, *res.selected, *[(a,) for a in domain.attrs]])
+        self.selected_queries_ = tables
+        return measure_marginals(rows, domain, tables, self.ledger, source, step, rho=split.measurement)
 
     def _fit_posterior(self, measurements, source):
         tables = [m.attrs for m in measurements]
@@ -616,7 +641,7 @@ def count_groups(measurements, z: float = 4.0) -> list[int]:
     the totals of tables over incomplete columns stand apart. Post-processing of released values
     only: it costs no privacy.
 
-    >>> from dpsynth.generators.mst import Measurement
+    >>> from dpsynth.marginals.measure import Measurement
     >>> import numpy as np
     >>> ms = [Measurement(("a",), np.array([500., 500]), 5.0), Measurement(("b",), np.array([300., 701]), 5.0),
     ...       Measurement(("c",), np.array([400., 400]), 5.0)]
