@@ -102,7 +102,6 @@ Example
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 import warnings
@@ -118,6 +117,7 @@ from ..privacy import cdp_rho
 from ..privacy.validation import check_positive_float
 from ..schema import MISSING
 from .base import Generator, check_count
+from .marginal_model import single_thread
 from ..marginals.measure import Measurement, measure_marginals
 from ..marginals.mst import mst_select
 
@@ -143,18 +143,6 @@ INIT_SCALE = 0.3
 
 class PosteriorNotMixedError(RuntimeError):
     """Raised instead of the warning with ``on_not_mixed="raise"``."""
-
-
-@contextlib.contextmanager
-def _single_thread():
-    """Message passing runs many tiny tensor ops; one torch thread is much faster than two
-    contending ones (and leaves the other core to the caller)."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 class NAPSUMQ(Generator):
@@ -334,7 +322,7 @@ class NAPSUMQ(Generator):
         rows = rows.with_missing_level(names.index(c) for c in level_cols)
         self.domain_, self.level_columns_ = domain, level_cols
         self.analyses_ = [a.formula for a in parsed]
-        with _single_thread():
+        with single_thread():
             measurements = self._measure(rows, domain, source, fixed, among)
             self._fit_posterior(measurements, source)
         self.diagnostics_["fit_seconds"] = time.perf_counter() - t_start
@@ -540,7 +528,7 @@ class NAPSUMQ(Generator):
     def _sample_frame(self, n, rng, index):
         if index == 0 or getattr(self, "_batch", None) is None:
             m = check_count(getattr(self, "_m_request", 1), "m")
-            with _single_thread():
+            with single_thread():
                 theta = self.posterior_draws(m, rng)[:, :self.model_.D]
                 self._batch = self.model_.sample(theta, n, rng)
                 if self.missing == "mar":
