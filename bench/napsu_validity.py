@@ -45,11 +45,11 @@ def numeric_midpoints(frame: pd.DataFrame) -> pd.DataFrame:
                         hours=frame["hours-per-week"].astype(str).astype(float))
 
 
-def pooled(frames, formula, family, transform, rule="synthetic") -> pd.DataFrame:
+def pooled(frames, formula, family, transform, rule="synthetic", n_orig=None) -> pd.DataFrame:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return dpsynth.fit_pooled([transform(f) for f in frames], formula, family=family,
-                                  rule=rule).to_frame().set_index("term")
+                                  rule=rule, n_orig=n_orig).to_frame().set_index("term")
 
 
 def study(d, s, analysis, formula, family, eps, reps, seed0=0, transform=numeric_midpoints, label=None):
@@ -57,7 +57,7 @@ def study(d, s, analysis, formula, family, eps, reps, seed0=0, transform=numeric
     coefficients of ``formula`` (both sides passed through ``transform``), width ratio, mixing."""
     real_tab = pooled([d, d], formula, family, transform, rule="mi")
     real, real_width = real_tab["estimate"], 2 * 1.959964 * np.sqrt(real_tab["ubar"])
-    cover, ratio, seconds, rhat, ess, mixed = [], [], [], [], [], []
+    cover, ratio, seconds, rhat, ess, mixed, eff = [], [], [], [], [], [], []
     for r in range(reps):
         t0 = time.perf_counter()
         with warnings.catch_warnings():
@@ -65,16 +65,17 @@ def study(d, s, analysis, formula, family, eps, reps, seed0=0, transform=numeric
             gen = NAPSUMQ(eps, 1 / len(d) ** 2, analyses=[analysis]).fit(d, s, seed=seed0 + r)
             res = gen.sample(m=20, seed=seed0 + r + 1)
         seconds.append(time.perf_counter() - t0)
-        tab = pooled(res.datasets, formula, family, transform).reindex(real.index)
+        tab = pooled(res.datasets, formula, family, transform, n_orig=res.n_private).reindex(real.index)
         cover.append(((tab["conf.low"] <= real) & (real <= tab["conf.high"])).to_numpy())
         ratio.append(((tab["conf.high"] - tab["conf.low"]) / real_width).to_numpy())
         diag = gen.diagnostics_
         rhat.append(diag.get("rhat_max_cells", np.nan))
         ess.append(diag.get("ess_bulk_min_cells", np.nan))
         mixed.append(bool(diag.get("mixed", False)))
+        eff.append(diag.get("importance_efficiency", np.nan))
         print(f"  {label or f'eps {eps}'} rep {r}: covered {int(cover[-1].sum())}/{len(real)} "
               f"(missed: {list(real.index[~cover[-1]])}), median width ratio {np.median(ratio[-1]):.2f}, "
-              f"R-hat {rhat[-1]:.3f}, ESS {ess[-1]:.0f}, {seconds[-1]:.0f} s", flush=True)
+              f"R-hat {rhat[-1]:.3f}, ESS {ess[-1]:.0f}, importance efficiency {eff[-1]:.2f}, {seconds[-1]:.0f} s", flush=True)
     return {"epsilon": eps, "reps": reps, "seed0": seed0, "coverage": round(float(np.mean(cover)), 3),
             "covered": int(np.sum(cover)), "intervals": int(np.size(cover)),
             "coverage_by_term": dict(zip(real.index, np.round(np.mean(cover, axis=0), 3).tolist())),
@@ -83,6 +84,7 @@ def study(d, s, analysis, formula, family, eps, reps, seed0=0, transform=numeric
             "max_rhat_cells": round(float(np.nanmax(rhat)), 4), "median_rhat_cells": round(float(np.nanmedian(rhat)), 4),
             "min_ess_cells": round(float(np.nanmin(ess)), 1), "median_ess_cells": round(float(np.nanmedian(ess)), 1),
             "share_mixed": round(float(np.mean(mixed)), 3),
+            "median_importance_efficiency": round(float(np.nanmedian(eff)), 3),
             "median_seconds_fit_plus_20": round(float(np.median(seconds)), 1)}
 
 

@@ -1,6 +1,7 @@
 """SynthResult: the m synthetic datasets, the ledger and what produced them."""
 from __future__ import annotations
 
+import numbers
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,9 @@ class SynthResult:
     (``UncongenialAnalysisWarning``) when a formula needs a dependency no query carries.
     ``missing_assumption`` and ``missing_share``: for datasets completed from incomplete private
     data (NAPSU-MQ ``missing="mar"``), the identifying assumption and the released (noisy) share of
-    missing values per column.
+    missing values per column. ``n_private``: the generator's released (or public) number of
+    private rows, which the synthetic rules' fallback variance (n_syn/n_orig)·ū needs when the
+    datasets are larger than the private table (NAPSU-MQ's ``size_ratio``).
     """
     datasets: list
     ledger: object
@@ -61,6 +64,8 @@ class SynthResult:
     analyses: list = field(default_factory=list)
     missing_assumption: str | None = None  # what completed datasets assume about missing values (e.g. MAR)
     missing_share: dict | None = None      # released share of missing values per incomplete column
+    n_private: float | None = None         # released (noisy) or public number of private rows
+
 
     def __post_init__(self):
         if self.queries is None and self.generator is not None:
@@ -70,6 +75,9 @@ class SynthResult:
         if not self.analyses and self.generator is not None:
             self.analyses = generator_analyses(self.generator)
         self.analyses = list(self.analyses or [])
+        if self.n_private is None and self.generator is not None:
+            n = getattr(self.generator, "n_", None)
+            self.n_private = float(n) if isinstance(n, numbers.Real) and n > 0 else None
 
     @property
     def m(self) -> int:

@@ -195,7 +195,7 @@ def test_hmc_adapts_a_dense_metric_and_recovers_a_skewed_target():
 def test_delayed_acceptance_hmc_is_exact_with_a_poor_surrogate():
     """The surrogate (a Gaussian in the wrong place, with the wrong scales) only guides the
     trajectories: the second stage corrects to the exact skewed target."""
-    def surrogate(_centre):
+    def surrogate(_centre, _draws=None):
         return lambda x: -0.5 * ((x[..., 0] - 0.3) / 0.8) ** 2 - 0.5 * (x[..., 1] / 1.5) ** 2
 
     init = torch.as_tensor(np.random.default_rng(2).normal(size=(8, 2)), dtype=torch.float64)
@@ -212,7 +212,7 @@ def test_hmc_on_a_surrogate_reweighted_by_psis_recovers_the_target():
 
     from dpsynth.graphical.posterior import psis_weights
 
-    def surrogate(_centre):
+    def surrogate(_centre, _draws=None):
         return lambda x: -0.5 * ((x[..., 0] - 1.4) / 1.1) ** 2 - 0.5 * (x[..., 1] / 2.2) ** 2
 
     init = torch.as_tensor(np.random.default_rng(2).normal(size=(16, 2)), dtype=torch.float64)

@@ -46,6 +46,27 @@ def correlated(n, rng):
 
 
 # ---------------------------------------------------------------------- basic behaviour
+def test_size_ratio_sets_the_default_rows_and_is_validated():
+    for bad in (0, -1.0, float("nan"), "4"):
+        with pytest.raises((ValueError, TypeError), match="size_ratio"):
+            NAPSUMQ(1.0, 1e-6, size_ratio=bad)
+    gen = NAPSUMQ(1.0, 1e-6, size_ratio=1.5)
+    gen.n_ = 200.4
+    assert gen.default_n() == 301
+
+
+def test_fit_pooled_takes_n_orig_from_the_result(toy_fit):
+    """Datasets of 4·n̂ rows: the fallback variance (n_syn/n_orig)·ū must use the private n̂, so
+    a SynthResult and its frames with n_orig=n_private pool identically, unlike the bare frames."""
+    _, gen = toy_fit
+    res = gen.sample(m=3, seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = dpsynth.fit_pooled(res, "y ~ x1 + x2", family="binomial").to_frame()
+        b = dpsynth.fit_pooled(res.datasets, "y ~ x1 + x2", family="binomial", n_orig=res.n_private).to_frame()
+    pd.testing.assert_frame_equal(a, b)
+
+
 def test_toy_fit_sample_shapes_dtypes_and_ledger(toy_fit):
     df, gen = toy_fit
     before = df.copy()
@@ -54,8 +75,9 @@ def test_toy_fit_sample_shapes_dtypes_and_ledger(toy_fit):
     assert res.m == 4 and res.method == "napsu-mq"
     for d in res.datasets:
         assert list(d.columns) == ["x1", "x2", "y"] and (d.dtypes == cast_to_schema(df, TOY_SCHEMA).dtypes).all()
-        assert len(d) == round(gen.n_) and d.notna().all().all() and set(np.unique(d.to_numpy())) <= {0, 1}
+        assert len(d) == round(gen.size_ratio * gen.n_) and d.notna().all().all() and set(np.unique(d.to_numpy())) <= {0, 1}
     assert abs(gen.n_ - 2000) < 100  # n is released through the noisy table total
+    assert gen.size_ratio == 4.0 and res.n_private == pytest.approx(gen.n_)  # for the fallback (n_syn/n_orig)·ū
     assert not res.datasets[0].equals(res.datasets[1])  # different posterior draws and rows
     led = gen.ledger
     assert led.total_epsilon() <= 1.0 + 1e-9 and led.total_delta() <= 1 / 2000 ** 2 + 1e-18
@@ -532,7 +554,13 @@ def test_analyses_fix_the_cliques_and_spend_nothing_on_selection():
         gen2.fit(df, schema, seed=1)
     f2 = gen2.ledger.to_frame()
     rho = cdp_rho(1.0, 1e-6)
-    assert f2.loc[f2["step"] == "NAPSU-MQ: marginals", "rho"].sum() == pytest.approx(0.8 * rho)
+    marg = f2["step"].str.startswith("NAPSU-MQ: marginals")
+    assert f2.loc[marg, "rho"].sum() == pytest.approx(0.8 * rho)
+    # the analyses' table and the other tables are two mechanisms; with analysis_weight = 1 each
+    # table gets the same rho, so the analyses' share is their share of the tables
+    n_tables = len(gen2.selected_queries_)
+    assert f2.loc[f2["step"] == "NAPSU-MQ: marginals of the analyses", "rho"].sum() == \
+        pytest.approx(0.8 * rho / n_tables) == pytest.approx(gen2.rho_split_.analyses)
     assert f2.loc[f2["step"].str.contains("edge"), "rho"].sum() == pytest.approx(0.1 * rho)
     assert any(set(q) == {"a", "y"} for q in gen2.selected_queries_)
 

@@ -102,6 +102,7 @@ Example
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
@@ -110,7 +111,7 @@ import numpy as np
 import torch
 
 from ..graphical import Domain, MaxEntModel, maximal_cliques
-from ..graphical.noise_aware import NoiseAwareLikelihood, split_rho
+from ..graphical.noise_aware import NoiseAwareLikelihood, split_measurement, split_rho
 from ..graphical.posterior import (PosteriorNotMixedWarning, elliptical_slice, ess_bulk, hmc, laplace_approximation,
                                   psis_weights, split_rhat)
 from ..privacy import cdp_rho
@@ -136,6 +137,15 @@ PARETO_K_MAX = 0.7
 MISSING_MODES = ("available-case", "level", "mar")
 SELECTIONS = ("mst", "aim")  # private query selection: MST's tree or AIM's adaptive rounds
 PRIOR_SD = 2.5
+#: per-table ρ of the analyses' tables relative to the other measured tables (measured on Adult-10,
+#: ε = 1: see bench/napsu_validity.py)
+ANALYSIS_WEIGHT = 1.0
+#: rows of each synthetic dataset per released private row. The synthetic rule's
+#: T = (1 + 1/m) b − ū estimates the posterior variance whatever the synthetic size; a larger
+#: dataset shrinks the synthesis part of b (ū falls as 1/n_syn), so ν = (m − 1)(1 − ū/((1 + 1/m) b))²
+#: grows and the t quantile falls (Raghunathan, Reiter & Rubin 2003). Measured on Adult-10 at ε = 1
+#: (bench/napsu_validity.py): median width ratio ≈ 1.55 with n_syn = n̂, ≈ 1.3 with 4 n̂.
+SIZE_RATIO = 4.0
 #: chains start at N(mode, INIT_SCALE² F⁻¹): spread out, yet inside the region where the frozen-V
 #: surrogate of delayed acceptance is close to the exact density
 INIT_SCALE = 0.3
@@ -160,6 +170,12 @@ class NAPSUMQ(Generator):
     selection_share : share of ρ for selection when some column is outside the fixed cliques
         (half 1-way tables, half exponential mechanisms); default 0.2. Nothing is spent on
         selection when the analyses' cliques cover every column.
+    analysis_weight : each table the analyses need gets this many times the ρ of each other
+        measured table (default 1: an even split); the two groups are two ledger entries
+        (:func:`dpsynth.graphical.noise_aware.split_measurement`).
+    size_ratio : rows of each synthetic dataset per released private row n̂ when ``sample(n=None)``
+        (default 4, :data:`SIZE_RATIO`): larger datasets narrow the pooled intervals at no privacy
+        cost; ``fit_pooled`` reads n̂ from the result for its fallback. 1 gives n̂ rows.
     inference : ``"hmc"`` (default), ``"hmc-da"``, ``"laplace"`` or ``"slice"``; see the module docstring.
     prior_sd : sd of the N(0, prior_sd²) prior on θ (default 2.5; paper: 10).
     missing : ``"available-case"`` (default), ``"mar"`` (completed datasets, valid under MAR) or
@@ -194,7 +210,8 @@ class NAPSUMQ(Generator):
 
     def __init__(self, epsilon: float, delta: float | None = None, queries="mst", inference: str = "hmc",
                  prior_sd: float = PRIOR_SD, missing: str = "available-case", incomplete=None, forced_queries=None,
-                 analyses=None, selection_share: float = 0.2, mnar_shift=None,
+                 analyses=None, selection_share: float = 0.2, analysis_weight: float = ANALYSIS_WEIGHT,
+                 size_ratio: float = SIZE_RATIO, mnar_shift=None,
                  mcmc_chains: int | None = None, mcmc_warmup: int | None = None, mcmc_draws: int | None = None,
                  mcmc_thin: int | None = None, rhat_target: float = 1.01, ess_target: float = 400.0,
                  on_not_mixed: str = "warn", max_restarts: int = 5, max_cells: int = 3000):
@@ -244,6 +261,8 @@ class NAPSUMQ(Generator):
                 or not 0.0 < selection_share < 1.0:
             raise ValueError(f"selection_share must be a number in (0, 1), got {selection_share!r}")
         self.selection_share = float(selection_share)
+        self.analysis_weight = check_positive_float(analysis_weight, "analysis_weight")
+        self.size_ratio = check_positive_float(size_ratio, "size_ratio")
         given = dict(mcmc_chains=mcmc_chains, mcmc_warmup=mcmc_warmup, mcmc_draws=mcmc_draws, mcmc_thin=mcmc_thin)
         defaults = dict(zip(given, MCMC_DEFAULTS.get(inference, MCMC_DEFAULTS["hmc"])))
         for k, v in given.items():
@@ -338,8 +357,7 @@ class NAPSUMQ(Generator):
         if self.queries != "mst":
             tables = maximal_cliques([*self.queries, *fixed])
             self.rho_split_ = split_rho(rho, self.selection_share, False)
-            self.selected_queries_ = tables
-            return measure_marginals(rows, domain, tables, self.ledger, source, step, rho=rho)
+            return self._measure_tables(rows, domain, tables, fixed, source, step)
         forced = maximal_cliques([*self.forced_queries, *fixed])
         covered = set().union(*map(set, forced)) if forced else set()
         needs = len(domain) > 1 and (bool(among) or len(covered) < len(domain) or not forced)
@@ -353,11 +371,26 @@ class NAPSUMQ(Generator):
             one_way, cliques = mst_select(rows, domain, rho, self.ledger, source, forced=forced,
                                           split=(split.one_way / rho, split.selection / rho),
                                           step="NAPSU-MQ MST selection", first_among=among)
-        tables = maximal_cliques(cliques)
+        return one_way + self._measure_tables(rows, domain, maximal_cliques(cliques), fixed, source, step)
+
+    def _measure_tables(self, rows, domain, tables, fixed, source, step) -> list[Measurement]:
+        """Measure ``tables`` with ``rho_split_.measurement``: the analyses' tables (those inside a
+        clique of ``fixed``) and the others as two Gaussian mechanisms, weighted by
+        ``analysis_weight`` (:func:`split_measurement`); records ``rho_split_.analyses``."""
+        held = [set(f) for f in fixed]
+        mine = [t for t in tables if any(set(t) <= f for f in held)]
+        other = [t for t in tables if t not in mine]
+        rho_a, rho_o = split_measurement(self.rho_split_.measurement, len(mine), len(other), self.analysis_weight)
+        self.rho_split_ = dataclasses.replace(self.rho_split_, analyses=rho_a)
         self.selected_queries_ = tables
-        measured = measure_marginals(rows, domain, tables, self.ledger, source, step,
-                                     rho=split.measurement)
-        return one_way + measured
+        out = []
+        if mine:
+            out += measure_marginals(rows, domain, mine, self.ledger, source,
+                                     step + (" of the analyses" if other else ""), rho=rho_a)
+        if other:
+            out += measure_marginals(rows, domain, other, self.ledger, source,
+                                     step + (" outside the analyses" if mine else ""), rho=rho_o)
+        return out
 
     def _measure_aim(self, rows, domain, source, fixed, rho, step) -> list[Measurement]:
         """``queries="aim"``: AIM (:func:`dpsynth.marginals.aim.aim_measure`; AIM-E's available-case
@@ -373,8 +406,7 @@ class NAPSUMQ(Generator):
                           partial=self.missing == "available-case", max_model_cells=self.max_cells,
                           step="NAPSU-MQ AIM selection")
         tables = maximal_cliques([*self.forced_queries, *fixed, *res.selected, *[(a,) for a in domain.attrs]])
-        self.selected_queries_ = tables
-        return measure_marginals(rows, domain, tables, self.ledger, source, step, rho=split.measurement)
+        return self._measure_tables(rows, domain, tables, fixed, source, step)
 
     def _fit_posterior(self, measurements, source):
         tables = [m.attrs for m in measurements]
@@ -508,8 +540,13 @@ class NAPSUMQ(Generator):
         pick = np.concatenate([rng.permutation(flat.shape[0]) for _ in range(-(-m // flat.shape[0]))])[:m]
         return flat[torch.as_tensor(pick)]
 
+    def default_n(self) -> int:
+        """``size_ratio`` × the released number of rows n̂ (see :data:`SIZE_RATIO`)."""
+        return max(1, int(round(getattr(self, "size_ratio", 1.0) * self.n_)))
+
     def sample(self, n=None, m=1, seed=None):
-        """m synthetic datasets of n rows (default: the released n), each from its own posterior draw."""
+        """m synthetic datasets of n rows (default: ``size_ratio`` × the released n̂), each from its
+        own posterior draw."""
         if getattr(self, "diagnostics_", {}).get("mixed") is False:
             warnings.warn(self._not_mixed_message(), PosteriorNotMixedWarning, stacklevel=2)
         self._m_request = m

@@ -263,7 +263,8 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     stage is a reversible kernel for the surrogate density, so the two stages together leave
     ``log_prob`` invariant exactly; ``log_prob`` is evaluated once per iteration and never
     differentiated. The surrogate is rebuilt at the mean of the draws at the end of every warm-up
-    window and fixed while sampling.
+    window and fixed while sampling; at the last window it also gets those draws,
+    ``surrogate(c, draws)``, to fit itself to the exact density where the chains are.
 
     ``delayed_acceptance=False``: no second stage; the chains target the (final, fixed) surrogate
     itself, which the result returns as ``target`` so that the caller can reweight the draws to
@@ -361,8 +362,10 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
                 pooled = torch.cat(window_draws).numpy()
                 metric = torch.as_tensor(_shrunk_covariance(pooled), dtype=DTYPE)
                 chol = torch.linalg.cholesky(metric)
-                if surrogate is not None:
-                    guide = surrogate(torch.as_tensor(pooled.mean(0), dtype=DTYPE))
+                if surrogate is not None:  # the last window's draws also fit its linear term
+                    centre = torch.as_tensor(pooled.mean(0), dtype=DTYPE)
+                    guide = surrogate(centre, torch.as_tensor(pooled, dtype=DTYPE)) if len(windows) == 1 \
+                        else surrogate(centre)
                     u, gx = u_and_grad(x)
                 windows.pop(0)
                 window_draws = []

@@ -591,7 +591,8 @@ def fit_pooled(data, formula: str, family="gaussian", rule: str = "synthetic", *
         "reiter2003", "two-stage", "two-stage-synthetic".
     dfcom : complete-data df for "mi" (default: the first valid fit's residual df, as mice).
     n_orig : rows of the original data, for the synthetic rules' fallback (n_syn/n_orig) ū with
-        n_syn the mean rows used per dataset; None → ratio 1 (the fallback is ū).
+        n_syn the mean rows used per dataset; None → a SynthResult's ``n_private``, else ratio 1
+        (the fallback is ū).
     conf_level : level of the intervals.
     se_ratio, se_limit : the degenerate-coefficient screens (module docstring); None disables.
     fit_kwds : passed to statsmodels' ``fit`` (GLM default tol=1e-10, maxiter=100).
@@ -621,6 +622,8 @@ def fit_pooled(data, formula: str, family="gaussian", rule: str = "synthetic", *
                       "the between-dataset variance b, and so the pooled intervals, may be off",
                       PosteriorNotMixedWarning, stacklevel=2)
     flat, shape = _frames_of(data, rule)
+    if n_orig is None:
+        n_orig = getattr(data, "n_private", None)  # a SynthResult knows its released n
     frames = [f for _, f in flat]
     congeniality = _check_congeniality(data, formula, frames[0].columns)
     formula_in = formula
