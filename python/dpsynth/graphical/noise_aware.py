@@ -86,7 +86,7 @@ def split_rho(rho: float, selection_share: float, needs_selection: bool) -> RhoS
     >>> split_rho(1.0, 0.2, False)
     RhoSplit(one_way=0.0, selection=0.0, measurement=1.0, analyses=0.0)
     >>> split_rho(1.0, 0.2, True)
-    RhoSplit(one_way=0.1, selection=0.1, measurement=0.8)
+    RhoSplit(one_way=0.1, selection=0.1, measurement=0.8, analyses=0.0)
     """
     if not needs_selection:
         return RhoSplit(0.0, 0.0, float(rho))
