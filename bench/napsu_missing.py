@@ -37,7 +37,7 @@ def one_fit(d_missing, s, eps, seed, **kw):
         warnings.simplefilter("ignore")
         gen = NAPSUMQ(eps, 1 / len(d_missing) ** 2, analyses=[ANALYSIS], **kw).fit(d_missing, s, seed=seed)
         res = gen.sample(m=20, seed=seed + 1)
-    tab = pooled(res.datasets, FORMULA, "binomial", numeric_midpoints)
+    tab = pooled(res.datasets, FORMULA, "binomial", numeric_midpoints, n_orig=res.n_private)
     return gen, tab, time.perf_counter() - t0
 
 
@@ -99,6 +99,7 @@ def main(argv=None):
     df, schema = dpsynth.load_dataset("adult")
     d, s = adult_reduced(df, schema)
     d = d.dropna().reset_index(drop=True)
+    s = s.declare_missing([])  # incomplete= names the simulated columns per repeat
     out = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "studies": []}
     for mech in args.mechanisms:
         for mode in ["mar"] + (["available-case"] if args.compare else []):

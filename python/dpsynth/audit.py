@@ -434,11 +434,13 @@ def leak_audit_data(n: int = 12, complete: bool = False) -> tuple[pd.DataFrame, 
     """A tiny table for the leak audit: a categorical column with one missing cell (category dtype),
     one of plain strings (object dtype) and a complete integer column (int64): setting one of its
     cells to NA changes its dtype, as it does in data read from a file. ``complete``: drop rows with
-    a missing cell (for generators that refuse them)."""
+    a missing cell (for generators that refuse them). Every column is declared as possibly missing
+    (the neighbours add an all-NA row), which is what NAPSU-MQ's default reads, never the rows."""
+    may_miss = {} if complete else {"missing": True}
     schema = Schema.from_dict({
-        "sex": {"type": "categorical", "categories": ["F", "M"]},
-        "grp": {"type": "categorical", "categories": ["a", "b", "c"]},
-        "age": {"type": "numeric", "lower": 0, "upper": 100, "bins": 4, "integer": True},
+        "sex": {"type": "categorical", "categories": ["F", "M"], **may_miss},
+        "grp": {"type": "categorical", "categories": ["a", "b", "c"], **may_miss},
+        "age": {"type": "numeric", "lower": 0, "upper": 100, "bins": 4, "integer": True, **may_miss},
     })
     rng = np.random.default_rng(0)
     sex = pd.Categorical(rng.choice(["F", "M"], n), categories=["F", "M"])

@@ -20,6 +20,7 @@ Example
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -48,6 +49,10 @@ class Column:
     level) or ``"numeric"`` (``lower``/``upper`` public bounds; ``bins`` an int for equal-width
     bins or a list of edges; ``integer`` marks integer-valued columns). ``source`` says where
     the bounds or categories come from (public documentation), so a reviewer can check it.
+    ``missing``: public knowledge that the column *may* have missing values (e.g. a survey item
+    respondents may skip). It is a declaration, never read from the rows; generators that model
+    missingness (NAPSU-MQ's default ``missing="auto"``) use it to decide, without looking,
+    which columns get a response indicator.
     """
 
     name: str
@@ -59,6 +64,7 @@ class Column:
     bins: int | tuple | None = None
     integer: bool = False
     source: str | None = None
+    missing: bool = False
 
     @property
     def is_categorical(self) -> bool:
@@ -106,6 +112,8 @@ class Column:
                 d["integer"] = True
         if self.source:
             d["source"] = self.source
+        if self.missing:
+            d["missing"] = True
         return d
 
 
@@ -117,12 +125,16 @@ def _column_from_dict(name: str, spec: Mapping[str, Any]) -> Column:
     if not isinstance(spec, Mapping):
         raise TypeError(f"schema entry for {name!r} must be a dict like "
                         "{'type': 'categorical', 'categories': [...]}; got {type(spec).__name__}")
-    known = {"type", "categories", "ordered", "lower", "upper", "bins", "integer", "source"}
+    known = {"type", "categories", "ordered", "lower", "upper", "bins", "integer", "source", "missing"}
     unknown = set(spec) - known
     if unknown:
         raise ValueError(f"schema entry for {name!r} has unknown keys {sorted(unknown)}; "
                          f"allowed keys are {sorted(known)}")
     kind = str(spec.get("type", "")).lower()
+    may_miss = spec.get("missing", False)
+    if not isinstance(may_miss, bool):
+        raise TypeError(f"schema entry for {name!r}: 'missing' must be true or false (may the column have "
+                        f"missing values? public knowledge), got {may_miss!r}")
     if kind in _CAT_ALIASES:
         cats = spec.get("categories")
         if cats is None or len(cats) == 0:
@@ -134,7 +146,7 @@ def _column_from_dict(name: str, spec: Mapping[str, Any]) -> Column:
         if len(set(cats)) != len(cats):
             raise ValueError(f"column {name!r} lists a category twice; categories must be unique")
         return Column(name, "categorical", categories=cats, ordered=bool(spec.get("ordered", False)),
-                      source=spec.get("source"))
+                      source=spec.get("source"), missing=may_miss)
     if kind in _NUM_ALIASES:
         lower, upper = spec.get("lower"), spec.get("upper")
         for k, v in (("lower", lower), ("upper", upper)):
@@ -155,7 +167,7 @@ def _column_from_dict(name: str, spec: Mapping[str, Any]) -> Column:
                 raise ValueError(f"column {name!r}: bins must be a positive integer or a list of edges")
         integer = bool(spec.get("integer", kind == "integer"))
         return Column(name, "numeric", lower=lower, upper=upper, bins=bins, integer=integer,
-                      source=spec.get("source"))
+                      source=spec.get("source"), missing=may_miss)
     raise ValueError(f"column {name!r}: type must be 'categorical' or 'numeric', got {spec.get('type')!r}")
 
 
@@ -203,6 +215,7 @@ class Schema:
                        levels: Mapping[str, Sequence] | None = None, bins: int | Mapping[str, Any] = DEFAULT_BINS,
                        epsilon: float | None = None, delta: float | None = None, *, seed: int | None = None,
                        candidates=None, quantiles: tuple[float, float] = (0.01, 0.99),
+                       missing: Sequence[str] | bool | None = None,
                        read_private_domains: bool = False) -> "Schema":
         """The public schema of ``df`` from its *declared* metadata (``df`` is never modified).
 
@@ -213,7 +226,9 @@ class Schema:
         * ``bounds``: ``{"col": (lower, upper)}`` for the numeric columns (public bounds);
         * ``levels``: ``{"col": [...]}`` categories for a string column (or to override a
           category's levels);
-        * ``bins``: equal-width bins for every numeric column, or ``{"col": bins}`` per column.
+        * ``bins``: equal-width bins for every numeric column, or ``{"col": bins}`` per column;
+        * ``missing``: the columns that may have missing values (``True``: every column), a public
+          declaration (:class:`Column`); never read from the rows.
 
         A numeric column without bounds (or a string column without levels) is an error naming every
         such column, unless ``epsilon`` is given: then the missing bounds are learned with OpenDP's
@@ -293,7 +308,10 @@ class Schema:
         elif epsilon is not None:
             warnings.warn("epsilon was given but every domain is declared: nothing is learned and nothing spent",
                           UserWarning, stacklevel=2)
-        schema = cls.from_dict({n: spec for n, (_, spec) in cols.items()})
+        may_miss = set(names) if missing is True else set(_name_map(
+            {str(c): True for c in ([missing] if isinstance(missing, str) else (missing or []))}, "missing", names))
+        schema = cls.from_dict({n: {**spec, **({"missing": True} if n in may_miss else {})}
+                                for n, (_, spec) in cols.items()})
         schema.privacy = privacy
         return schema
 
@@ -358,6 +376,28 @@ class Schema:
         if unknown:
             raise ValueError(f"columns {unknown} are not in the schema")
         return Schema({n: self.columns[n] for n in names}, name=self.name, data_derived=self.data_derived,
+                      privacy=self.privacy)
+
+    @property
+    def incomplete(self) -> list[str]:
+        """The columns declared as possibly missing (``"missing": true``; public)."""
+        return [c.name for c in self.columns.values() if c.missing]
+
+    def declare_missing(self, names: Iterable[str]) -> "Schema":
+        """A copy in which exactly ``names`` are declared as possibly missing (``[]``: none, e.g.
+        for a table already restricted to its complete rows).
+
+        >>> s = Schema.from_dict({"a": {"type": "categorical", "categories": [0, 1], "missing": True},
+        ...                       "b": {"type": "categorical", "categories": [0, 1]}})
+        >>> s.incomplete, s.declare_missing(["b"]).incomplete, s.declare_missing([]).incomplete
+        (['a'], ['b'], [])
+        """
+        names = [str(n) for n in ([names] if isinstance(names, str) else names)]
+        unknown = [n for n in names if n not in self.columns]
+        if unknown:
+            raise ValueError(f"columns {unknown} are not in the schema")
+        return Schema({n: dataclasses.replace(c, missing=n in names) for n, c in self.columns.items()},
+                      name=self.name, description=self.description, data_derived=self.data_derived,
                       privacy=self.privacy)
 
     def require_bounds(self) -> None:

@@ -26,11 +26,12 @@ def adult_mcar_8000(adult):
 
 @pytest.fixture
 def toy():
-    """A small table with missing values in each kind of column."""
+    """A small table with missing values in each kind of column (declared public: any column may be
+    missing, so NAPSU-MQ's default completes them under MAR)."""
     schema = dpsynth.Schema.from_dict({
-        "sex": {"type": "categorical", "categories": ["F", "M"]},
-        "grp": {"type": "categorical", "categories": ["a", "b", "c"]},
-        "age": {"type": "numeric", "lower": 0, "upper": 100, "bins": 5, "integer": True},
+        "sex": {"type": "categorical", "categories": ["F", "M"], "missing": True},
+        "grp": {"type": "categorical", "categories": ["a", "b", "c"], "missing": True},
+        "age": {"type": "numeric", "lower": 0, "upper": 100, "bins": 5, "integer": True, "missing": True},
     })
     rng = np.random.default_rng(0)
     n = 200

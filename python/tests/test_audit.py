@@ -173,7 +173,7 @@ SELECTORS = {
     "privbayes": lambda: dpsynth.PrivBayes(1.0, k=1),
     "privbayes-e": lambda: dpsynth.PrivBayes(1.0, k=1, missing="partial"),
     "napsu-mq (MST)": lambda: dpsynth.generators.make_generator("napsu-mq", 1.0, 1e-6, queries="mst",
-                                                                inference="laplace"),
+                                                                inference="laplace", missing="available-case"),
 }
 
 

@@ -24,7 +24,7 @@ def small():
     df = pd.DataFrame({"x": x, "g": pd.Categorical(g, ["a", "b"]), "y": pd.Categorical(y, ["no", "yes"])})
     df.loc[::9, "g"] = None
     schema = dpsynth.Schema.from_dict({"x": {"type": "numeric", "lower": 0, "upper": 10, "bins": 8},
-                                       "g": {"type": "categorical", "categories": ["a", "b"]},
+                                       "g": {"type": "categorical", "categories": ["a", "b"], "missing": True},
                                        "y": {"type": "categorical", "categories": ["no", "yes"]}})
     res = dpsynth.synthesize(df, schema, "independent", epsilon=2.0, m=4, seed=2)
     return df, schema, res

@@ -101,3 +101,20 @@ def test_numeric_without_bounds_needs_declaration():
     s = Schema.from_dict({"x": {"type": "numeric"}})
     with pytest.raises(ValueError, match="no public bounds"):
         s.require_bounds()
+
+
+def test_missing_is_a_public_declaration_that_round_trips():
+    """``"missing": true`` declares that a column may be missing; from_dataframe takes it as an
+    argument (never from the rows), to_dict/from_dict keep it, a non-bool is a TypeError."""
+    df = pd.DataFrame({"sex": pd.Categorical(["F", None, "M"]), "age": [31.0, np.nan, 60.0]})
+    s = Schema.from_dataframe(df, bounds={"age": (0, 120)})
+    assert s.incomplete == []  # the NAs in the rows declare nothing
+    s = Schema.from_dataframe(df, bounds={"age": (0, 120)}, missing=["age"])
+    assert s.incomplete == ["age"] and Schema.from_dict(s.to_dict()).incomplete == ["age"]
+    assert Schema.from_dataframe(df, bounds={"age": (0, 120)}, missing=True).incomplete == ["sex", "age"]
+    with pytest.raises(ValueError, match="not in the data"):
+        Schema.from_dataframe(df, bounds={"age": (0, 120)}, missing=["weight"])
+    with pytest.raises(TypeError, match="'missing' must be true or false"):
+        Schema.from_dict({"a": {"type": "categorical", "categories": [0, 1], "missing": "yes"}})
+    with pytest.raises(ValueError, match="not in the schema"):
+        s.declare_missing(["weight"])

@@ -53,7 +53,9 @@ py_item <- function(x, i) reticulate::py_get_item(x, i)
 #'   draw, as the rule for fully synthetic data assumes),
 #'   `queries` (the public marginal tables the generator measured, a list of
 #'   character vectors; `NULL` when it does not say) and `analyses` (the
-#'   analysis formulas it was asked to serve). [dp_glm()] warns (class
+#'   analysis formulas it was asked to serve), `n_private` (the released
+#'   number of private rows, the default `n_orig` of [dp_glm()] and
+#'   [dp_pool()]; `NULL` when the generator does not release it). [dp_glm()] warns (class
 #'   `dpsynth_uncongenial_warning`) when a model needs a dependency that no
 #'   measured table carries. With `method = "napsu-mq", missing = "mar"`
 #'   (and `incomplete =` the columns that may be missing) the data sets are
@@ -96,6 +98,7 @@ dp_synthesize <- function(data, method, epsilon, delta = NULL, m = 1, seed = NUL
                  queries = queries_to_r(res),
                  noise_aware = tryCatch(py_json(res$generator$noise_aware), error = function(e) NULL),
                  analyses = as.character(unlist(py_json(res$analyses))),
+                 n_private = py_json(res$n_private),
                  missing_assumption = py_json(res$missing_assumption),
                  missing_share = unlist(py_json(res$missing_share))),
             class = "dpsynth_synds")

@@ -50,7 +50,8 @@
 #'   by the other rules (as in mice).
 #' @param n_syn,n_orig Rows per synthetic data set and in the original data,
 #'   for the fallback of the synthetic rules; both `NULL`: ratio 1. With fits
-#'   only `n_orig` is given (n_syn = mean rows used per fit).
+#'   only `n_orig` is given (n_syn = mean rows used per fit; default: the
+#'   release's `n_private`).
 #' @param terms Names of the terms (numbers only; default: the column names
 #'   of `estimates`, or the names of its first element).
 #' @param conf.level Level of `conf.low`, `conf.high`.
@@ -156,7 +157,7 @@ new_pooled <- function(table, call, rule, m, conf.level, dfcom = NULL, ...) {
 #'   the first usable fit (as mice).
 #' @param n_orig Rows of the original data, for the fallback of the
 #'   synthetic rule ((n_syn/n_orig) u-bar, n_syn = mean rows used per fit);
-#'   `NULL`: u-bar.
+#'   `NULL`: the release's `n_private` when it has one, else u-bar.
 #' @param conf.level Level of the confidence intervals.
 #' @param se_ratio,se_limit Screens for exploded standard errors (see
 #'   Details); `NULL` disables.
@@ -324,6 +325,7 @@ fit_pieces <- function(f) {
 
 pool_model_fits <- function(fits, notes, call, rule, dfcom, n_orig, conf.level, se_ratio, se_limit,
                             formula, model, family, synds, columns, what) {
+  n_orig <- n_orig %||% synds$n_private  # NAPSU-MQ's data sets are larger than the private table
   congeniality <- if (!is.null(synds$queries)) {
     check_congeniality(formula, structure(list(queries = synds$queries), class = "dpsynth_synds"), columns)
   } else character()
@@ -419,6 +421,7 @@ with.dpsynth_synds <- function(data, expr, ...) {
   structure(list(call = call, call1 = data$call, nmis = NULL, analyses = analyses,
                  dpsynth = list(method = data$method, m = data$m, ledger = data$ledger,
                                 noise_aware = data$noise_aware, queries = data$queries,
+                                n_private = data$n_private,
                                 columns = if (length(data$syn)) names(data$syn[[1]]))),
             class = c("dpsynth_mira", "mira", "matrix"))
 }

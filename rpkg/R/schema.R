@@ -33,17 +33,22 @@
 #' @param delta For learning categories of character columns (e.g. `1e-6`).
 #' @param seed Integer seed for a repeatable learning step (tests only: not
 #'   private).
+#' @param missing The columns that may have missing values (a character
+#'   vector; `TRUE`: every column): public knowledge you declare, never read
+#'   from the rows. `"napsu-mq"` completes these columns under missing at
+#'   random (MAR) by default; a column with missing values that is not
+#'   declared is an error there.
 #' @return An object of class `dpsynth_schema`: a list with `columns` (one
 #'   element per column: `type`, `categories` or `lower`/`upper`/`bins`,
 #'   `source`) and, when something was learned, `privacy` (its `epsilon`,
 #'   `delta` and `spends`). Pass it as `schema =` to [dp_synthesize()].
 #' @examplesIf dpsynthr:::python_available()
 #' d <- data.frame(sex = factor(c("F", "M", NA)), age = c(31, 45, 60))
-#' dp_schema(d, bounds = list(age = c(0, 120)))
+#' dp_schema(d, bounds = list(age = c(0, 120)), missing = "sex")
 #' try(dp_schema(d))
 #' @export
 dp_schema <- function(data, bounds = list(), levels = list(), bins = 16L, epsilon = NULL, delta = NULL,
-                      seed = NULL) {
+                      seed = NULL, missing = NULL) {
   if (!is.data.frame(data)) stop("`data` must be a data.frame", call. = FALSE)
   named_list <- function(x, what) {
     if (is.null(x)) return(list())
@@ -71,7 +76,8 @@ dp_schema <- function(data, bounds = list(), levels = list(), bins = 16L, epsilo
     r_to_pandas(data), bounds = if (length(bounds)) lapply(bounds, function(b) as.list(as.numeric(b))),
     levels = if (length(levels)) lapply(levels, function(l) as.list(as.character(l))), bins = bins,
     epsilon = py_num_or_null(epsilon, "epsilon"), delta = py_num_or_null(delta, "delta"),
-    seed = if (!is.null(seed)) as.integer(seed)), "dp_schema")
+    seed = if (!is.null(seed)) as.integer(seed),
+    missing = if (isTRUE(missing)) TRUE else if (length(missing)) as.list(as.character(missing))), "dp_schema")
   structure(schema_to_r(sch), class = "dpsynth_schema")
 }
 
@@ -82,6 +88,7 @@ print.dpsynth_schema <- function(x, ...) {
     sprintf("[%s, %s], %s bins%s", c$lower, c$upper, c$bins %||% 16L, if (isTRUE(c$integer)) ", integer" else "")
   }, "")
   cat("Public schema (", length(domain), " columns)\n", sep = "")
+  domain <- paste0(domain, ifelse(vapply(x$columns, function(c) isTRUE(c$missing), NA), " (may be missing)", ""))
   print(data.frame(column = names(domain), type = vapply(x$columns, `[[`, "", "type"), domain = domain,
                    source = vapply(x$columns, function(c) c$source %||% "", ""), row.names = NULL), right = FALSE)
   if (!is.null(x$privacy)) {

@@ -63,7 +63,12 @@ synthetic data (``dpsynth.fit_pooled(..., rule="synthetic")``).
 
 **Missing data** (``missing=``):
 
-- ``"available-case"`` (default): each table counts the rows observed on its columns
+- ``"auto"`` (default): ``"mar"`` on the columns the public schema declares may be missing
+  (``{"missing": true}``, :class:`dpsynth.schema.Column`) or those named in ``incomplete=``; with
+  none, the complete-data model, and a column holding missing values that was not declared is an
+  error that says how to declare it. The choice is made from public knowledge only, never from
+  the rows, so the mechanism (and its ledger) does not reveal whether a column had missing values.
+- ``"available-case"``: each table counts the rows observed on its columns
   (``count_marginal``); tables whose released totals agree within noise share one n
   (:func:`count_groups`, post-processing), so complete data get the reduced likelihood and
   incomplete data the dense one with one n per group. The synthetic
@@ -132,9 +137,11 @@ IMPORTANCE_DRAWS = 3200
 MAR_ASSUMPTION = ("missing at random (MAR): among rows alike in their other values, a missing value follows "
                   "the distribution of the observed ones; the completed datasets estimate the complete-data "
                   "distribution only under this assumption")
+#: extensions of the sampling phase (each as long as the first) while R̂ / ESS miss their targets
+MAX_EXTENSIONS = 2
 #: Pareto k̂ above which importance-reweighted draws are not trusted (Vehtari et al. 2024)
 PARETO_K_MAX = 0.7
-MISSING_MODES = ("available-case", "level", "mar")
+MISSING_MODES = ("auto", "available-case", "level", "mar")
 SELECTIONS = ("mst", "aim")  # private query selection: MST's tree or AIM's adaptive rounds
 PRIOR_SD = 2.5
 #: per-table ρ of the analyses' tables relative to the other measured tables (measured on Adult-10,
@@ -178,10 +185,12 @@ class NAPSUMQ(Generator):
         cost; ``fit_pooled`` reads n̂ from the result for its fallback. 1 gives n̂ rows.
     inference : ``"hmc"`` (default), ``"hmc-da"``, ``"laplace"`` or ``"slice"``; see the module docstring.
     prior_sd : sd of the N(0, prior_sd²) prior on θ (default 2.5; paper: 10).
-    missing : ``"available-case"`` (default), ``"mar"`` (completed datasets, valid under MAR) or
-        ``"level"`` (missing as an extra level, kept in the output).
-    incomplete : with ``missing="mar"`` or ``"level"``, the columns that may be missing (public
-        knowledge; default all).
+    missing : ``"auto"`` (default: ``"mar"`` on the columns declared incomplete, see the module
+        docstring), ``"mar"`` (completed datasets, valid under MAR), ``"available-case"`` (valid
+        under MCAR) or ``"level"`` (missing as an extra level, kept in the output).
+    incomplete : with ``missing="auto"``, ``"mar"`` or ``"level"``, the columns that may be missing
+        (public knowledge; default: those the schema declares with ``"missing": true``; with
+        ``"mar"``/``"level"`` and no declaration, every column).
     mnar_shift : with ``missing="mar"``, column → δ added per level index to the log-odds of the
         filled-in values (NARFCS-style sensitivity analysis; 0 = MAR, δ > 0 moves them up the levels).
     forced_queries : with ``queries="mst"``, column tuples always measured; MST selects the rest.
@@ -209,7 +218,7 @@ class NAPSUMQ(Generator):
     needs_bounds = True
 
     def __init__(self, epsilon: float, delta: float | None = None, queries="mst", inference: str = "hmc",
-                 prior_sd: float = PRIOR_SD, missing: str = "available-case", incomplete=None, forced_queries=None,
+                 prior_sd: float = PRIOR_SD, missing: str = "auto", incomplete=None, forced_queries=None,
                  analyses=None, selection_share: float = 0.2, analysis_weight: float = ANALYSIS_WEIGHT,
                  size_ratio: float = SIZE_RATIO, mnar_shift=None,
                  mcmc_chains: int | None = None, mcmc_warmup: int | None = None, mcmc_draws: int | None = None,
@@ -234,13 +243,13 @@ class NAPSUMQ(Generator):
             raise ValueError(f"missing must be one of {MISSING_MODES}, got {missing!r}")
         self.missing = missing
         if incomplete is not None:
-            if missing not in ("level", "mar"):
-                raise ValueError("incomplete= is used only with missing='mar' or 'level'")
+            if missing not in ("auto", "level", "mar"):
+                raise ValueError("incomplete= is used only with missing='auto', 'mar' or 'level'")
             incomplete = [str(c) for c in ([incomplete] if isinstance(incomplete, str) else incomplete)]
         self.incomplete = incomplete
         if mnar_shift is not None:
-            if missing != "mar":
-                raise ValueError("mnar_shift= is a sensitivity option of missing='mar'")
+            if missing not in ("auto", "mar"):
+                raise ValueError("mnar_shift= is a sensitivity option of missing='mar' (or 'auto')")
             if not isinstance(mnar_shift, dict) or not all(
                     isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
                     for v in mnar_shift.values()):
@@ -276,12 +285,25 @@ class NAPSUMQ(Generator):
         self.max_cells = check_count(max_cells, "max_cells")
 
     # ------------------------------------------------------------------ which marginals
+    def _missing_mode(self) -> tuple[str, list[str] | None]:
+        """(mode, incomplete columns) with ``"auto"`` resolved from public knowledge only: the
+        ``incomplete=`` argument, else the schema's declared ``missing`` columns."""
+        declared = [c.name for c in self.schema_.columns.values() if c.missing]
+        incomplete = self.incomplete if self.incomplete is not None else (declared or None)
+        if self.missing != "auto":
+            return self.missing, incomplete
+        if not incomplete and self.mnar_shift:
+            raise ValueError("mnar_shift= shifts filled-in values, but no column is declared incomplete; "
+                             "declare them in the schema ('missing': true) or pass incomplete=[...]")
+        return ("mar", incomplete) if incomplete else ("available-case", None)
+
     def _domain(self) -> tuple[Domain, list[str]]:
         names = self.schema_.names
         sizes = list(self.schema_.domain_sizes)
         level_cols = []
-        if self.missing in ("level", "mar"):
-            level_cols = list(names) if self.incomplete is None else list(self.incomplete)
+        self.missing_mode_, incomplete = self._missing_mode()
+        if self.missing_mode_ in ("level", "mar"):
+            level_cols = list(names) if incomplete is None else list(incomplete)
             unknown = [c for c in level_cols if c not in names]
             if unknown:
                 raise ValueError(f"incomplete columns {unknown} are not in the schema")
@@ -332,12 +354,17 @@ class NAPSUMQ(Generator):
         fixed, among, parsed = self._plan(domain)
         self._check_queries(domain, fixed, among)
         names = list(domain.attrs)
-        if self.missing in ("level", "mar"):
+        if self.missing_mode_ in ("level", "mar") or self.missing == "auto":
+            # an input check for the data holder (no release follows an error), not a mechanism
             others = [j for j, c in enumerate(names) if c not in level_cols]
             for j, counts in zip(others, rows.tables([[j] for j in others], missing_cell=True)):
                 if counts[-1] > 0:
-                    raise ValueError(f"column {names[j]!r} has missing values but is not listed in incomplete=; "
-                                     "list every column that may be missing")
+                    raise ValueError(
+                        f"column {names[j]!r} has missing values but is not declared incomplete. Declare every "
+                        "column that may be missing (public knowledge): in the schema, "
+                        f"{{{names[j]!r}: {{..., 'missing': True}}}} (R: dp_schema(..., missing = \"{names[j]}\")), "
+                        f"or incomplete=[{names[j]!r}, ...]; NAPSU-MQ then completes them under MAR. "
+                        "missing='available-case' instead assumes MCAR")
         rows = rows.with_missing_level(names.index(c) for c in level_cols)
         self.domain_, self.level_columns_ = domain, level_cols
         self.analyses_ = [a.formula for a in parsed]
@@ -403,7 +430,7 @@ class NAPSUMQ(Generator):
         split = split_rho(rho, self.selection_share, True)
         self.rho_split_ = split
         res = aim_measure(rows, domain, split.one_way + split.selection, self.ledger, source,
-                          partial=self.missing == "available-case", max_model_cells=self.max_cells,
+                          partial=self.missing_mode_ == "available-case", max_model_cells=self.max_cells,
                           step="NAPSU-MQ AIM selection")
         tables = maximal_cliques([*self.forced_queries, *fixed, *res.selected, *[(a,) for a in domain.attrs]])
         return self._measure_tables(rows, domain, tables, fixed, source, step)
@@ -412,7 +439,7 @@ class NAPSUMQ(Generator):
         tables = [m.attrs for m in measurements]
         cliques = [m.attrs for m in measurements if not any(set(m.attrs) < set(o) for o in tables)]
         model = MaxEntModel(self.domain_, cliques, tables)
-        groups = count_groups(measurements) if self.missing == "available-case" else [0] * len(tables)
+        groups = count_groups(measurements) if self.missing_mode_ == "available-case" else [0] * len(tables)
         lik = NoiseAwareLikelihood(model, [m.noisy for m in measurements], [m.sigma for m in measurements],
                                    groups, self.prior_sd)
         rng = source.spawn()
@@ -442,8 +469,9 @@ class NAPSUMQ(Generator):
         model.__dict__.pop("_evidence_cache", None)  # rebuilt on demand; not part of the fitted state
 
     def _run_hmc(self, lik, x0, cov0, rng):
-        """Dispersed starts N(mode, INIT_SCALE² F⁻¹), adapted dense-metric HMC, and one extension
-        as long as the first run when the cells' R̂ / ESS miss their targets. ``"hmc"``: the chains
+        """Dispersed starts N(mode, INIT_SCALE² F⁻¹), adapted dense-metric HMC, and up to
+        :data:`MAX_EXTENSIONS` extensions, each as long as the first run, while the cells' R̂ / ESS
+        miss their targets. ``"hmc"``: the chains
         target the frozen-V surrogate and the draws are reweighted to the exact posterior by
         Pareto-smoothed importance sampling; ``"hmc-da"``: delayed acceptance, exact but sticky."""
         delayed = self.inference == "hmc-da"
@@ -455,13 +483,13 @@ class NAPSUMQ(Generator):
         draws, seconds, n_grad = res.draws[:, self.mcmc_thin - 1::self.mcmc_thin], res.seconds, res.gradient_evaluations
         guide = res.target if not delayed else lik.surrogate(draws.reshape(-1, lik.dim).mean(0))
         cells = self._cell_diagnostics(draws, lik, guide if not delayed else None)
-        extended = False
-        if not self._mixed(cells):
+        extended = 0
+        while not self._mixed(cells) and extended < MAX_EXTENSIONS:
             more = hmc(lik.log_posterior, draws[:, -1], cov=res.metric, warmup=0,
                        draws=self.mcmc_draws * self.mcmc_thin, rng=rng, step_size=res.step_size,
-                       surrogate=lambda _c: guide, delayed_acceptance=delayed)
+                       surrogate=lambda _c, _d=None: guide, delayed_acceptance=delayed)
             draws = torch.cat([draws, more.draws[:, self.mcmc_thin - 1::self.mcmc_thin]], dim=1)
-            seconds, n_grad, extended = seconds + more.seconds, n_grad + more.gradient_evaluations, True
+            seconds, n_grad, extended = seconds + more.seconds, n_grad + more.gradient_evaluations, extended + 1
             cells = self._cell_diagnostics(draws, lik, guide if not delayed else None)
         self.weights_ = cells.pop("weights", None)
         self.draws_ = cells.pop("kept", draws).detach()
@@ -556,7 +584,7 @@ class NAPSUMQ(Generator):
             self._batch = None
         res.queries = [tuple(q) for q in self.model_.tables]
         res.analyses = list(getattr(self, "analyses_", []))
-        if self.missing == "mar":
+        if self.missing_mode_ == "mar":
             res.missing_assumption = MAR_ASSUMPTION if not self.mnar_shift else \
                 f"MNAR sensitivity analysis: filled-in values shifted by δ = {self.mnar_shift} (log-odds per level)"
             res.missing_share = dict(self.missing_share_)
@@ -568,7 +596,7 @@ class NAPSUMQ(Generator):
             with single_thread():
                 theta = self.posterior_draws(m, rng)[:, :self.model_.D]
                 self._batch = self.model_.sample(theta, n, rng)
-                if self.missing == "mar":
+                if self.missing_mode_ == "mar":
                     self._batch = self._complete(theta, self._batch, rng)
         codes = self._batch[index].copy()
         for c in self.level_columns_:
@@ -598,8 +626,9 @@ def adult_reduced(df, schema):
     """The paper's discretised Adult (Räisä et al. 2023, Supp. E) as a *public* transformation of
     ``dpsynth.load_dataset("adult")``: the 10 columns above; age and hours-per-week in 5 equal-width
     buckets of the schema's public bounds (17–90, 1–99); capital gain and loss as positive-or-not.
-    Returns (DataFrame of categoricals, Schema); missing values are kept. Bucket labels are the bucket
-    midpoints (the paper's analysis uses age as the midpoint).
+    Returns (DataFrame of categoricals, Schema); missing values are kept, and so are the schema's
+    declarations of which columns may be missing. Bucket labels are the bucket midpoints (the
+    paper's analysis uses age as the midpoint).
 
     >>> import dpsynth
     >>> d, s = adult_reduced(*dpsynth.load_dataset("adult"))
@@ -628,7 +657,7 @@ def adult_reduced(df, schema):
             spec[c] = list(col.categories)
     frame = pd.DataFrame({c: pd.Categorical(out[c], categories=spec[c]) for c in ADULT_COLUMNS}, index=df.index)
     sch = Schema.from_dict({"name": "adult-reduced", "columns": {
-        c: {"type": "categorical", "categories": spec[c],
+        c: {"type": "categorical", "categories": spec[c], **({"missing": True} if schema[c].missing else {}),
             "source": "public transformation of the adult schema (Räisä et al. 2023, Supp. E)"} for c in ADULT_COLUMNS}})
     return frame, sch
 

@@ -3,7 +3,7 @@ toy <- function() {
              age = c(30, 41, 52, NA, 25, 67))
 }
 toy_schema <- list(sex = list(type = "categorical", categories = c("F", "M", "X")),
-                   age = list(type = "numeric", lower = 18, upper = 90, bins = 8))
+                   age = list(type = "numeric", lower = 18, upper = 90, bins = 8, missing = TRUE))
 
 fake_synds <- function() {
   ledger <- structure(data.frame(step = "counts", mechanism = "gaussian", epsilon = 1, delta = 1e-6,
@@ -96,6 +96,11 @@ test_that("dp_diagnostics reports the noise-aware sampler's R-hat and ESS", {
   rhat <- s$diagnostics$rhat_max_cells
   expect_true(is.numeric(rhat) && rhat >= 1 && rhat < 10)
   expect_output(print(s), "split R-hat of the cells' probabilities")
+  # the data sets have size_ratio x n-hat rows; the released n-hat is the fallback's n_orig
+  expect_true(is.numeric(s$n_private) && abs(s$n_private - 300) < 60)
+  expect_identical(nrow(s$syn[[1]]), as.integer(round(4 * s$n_private)))
+  expect_identical(dp_lm(age ~ sex, data = s)$n_orig, s$n_private)
+  expect_identical(dp_pool(with(s, lm(age ~ sex)))$n_orig, s$n_private)
   plain <- dp_synthesize(d, "independent", epsilon = 1, m = 1, seed = 3, schema = toy_schema)
   expect_identical(nrow(dp_diagnostics(plain)), 0L)
   expect_error(dp_diagnostics(list()), "dpsynth_synds")

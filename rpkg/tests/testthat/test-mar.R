@@ -21,3 +21,24 @@ test_that("napsu-mq with missing = 'mar' returns completed data sets that dp_glm
   fit <- suppressWarnings(dp_glm(y ~ x2, family = binomial, data = res))
   expect_true("x21" %in% fit$pooled$term)
 })
+
+test_that("a data.frame with NAs and its declared incomplete columns gets completed data sets by default", {
+  skip_if_no_engine()
+  set.seed(4)
+  n <- 1500
+  d <- data.frame(a = factor(sample(c("p", "q"), n, TRUE)), b = factor(sample(c("u", "v", "w"), n, TRUE)))
+  d$y <- factor(ifelse(runif(n) < plogis((d$a == "q") - 0.5), "yes", "no"), levels = c("no", "yes"))
+  d$b[runif(n) < ifelse(d$a == "q", 0.3, 0.05)] <- NA
+  expect_error(dp_synthesize(d, "napsu-mq", epsilon = 2, delta = 1e-6, m = 2, seed = 1,
+                             schema = dp_schema(d)), "'b' has missing values but is not declared")
+  sch <- dp_schema(d, missing = "b")
+  expect_true(isTRUE(sch$columns$b$missing) && is.null(sch$columns$a$missing))
+  expect_output(print(sch), "may be missing")
+  res <- suppressWarnings(dp_synthesize(d, "napsu-mq", epsilon = 2, delta = 1e-6, m = 3, seed = 1, schema = sch,
+                                        analyses = y ~ a + b))
+  expect_true(all(vapply(res$syn, function(s) !anyNA(s), logical(1))))
+  expect_match(res$missing_assumption, "MAR")
+  expect_true(any(grepl("R_j", dp_ledger(res)$step)))
+  fit <- suppressWarnings(dp_glm(y ~ a + b, family = binomial, data = res))
+  expect_true(all(c("aq", "bv", "bw") %in% fit$pooled$term))
+})
