@@ -380,7 +380,7 @@ def _toy_coverage(eps, reps, m=20, seed0=0):
         seconds.append(time.perf_counter() - t0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tab = dpsynth.fit_pooled(res.datasets, "y ~ x1 + x2 - 1", family="binomial", rule="synthetic").to_frame()
+            tab = dpsynth.fit_pooled(res, "y ~ x1 + x2 - 1", family="binomial", rule="synthetic").to_frame()
         tab = tab.set_index("term").loc[["x1", "x2"]]
         truth = np.array([1.0, 0.0])
         covered.append(((tab["conf.low"] <= truth) & (truth <= tab["conf.high"])).to_numpy())
@@ -450,8 +450,6 @@ def test_adult_coverage_with_the_analysis_named():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="not met yet: the default sampler reaches split R-hat ≈ 1.05-1.06 and bulk ESS ≈ 200-250 "
-                          "on the cells in ≈ 100 s on 2 cores; intervals are ≈ 2× the real ones", strict=False)
 def test_adult_mixing_width_and_time_targets():
     """The issue's targets at ε = 1: R̂ ≤ 1.01, ESS ≥ 400, width ratio ≤ 1.6, ≤ 60 s per fit + 20 datasets."""
     _, width, rhat, ess, seconds = _adult_study(1.0, 5)
@@ -543,11 +541,12 @@ def test_analyses_fix_the_cliques_and_spend_nothing_on_selection():
     rho = cdp_rho(1.0, 1e-6)
     marg = f2["step"].str.startswith("NAPSU-MQ: marginals")
     assert f2.loc[marg, "rho"].sum() == pytest.approx(0.8 * rho)
-    # the analyses' table and the other tables are two mechanisms; with analysis_weight = 1 each
-    # table gets the same rho, so the analyses' share is their share of the tables
-    n_tables = len(gen2.selected_queries_)
+    # the analyses' table and the other tables are two mechanisms; the analyses' one table gets
+    # analysis_weight times the rho of each other table
+    n_other, w = len(gen2.selected_queries_) - 1, gen2.analysis_weight
+    assert w == 2.0
     assert f2.loc[f2["step"] == "NAPSU-MQ: marginals of the analyses", "rho"].sum() == \
-        pytest.approx(0.8 * rho / n_tables) == pytest.approx(gen2.rho_split_.analyses)
+        pytest.approx(0.8 * rho * w / (w + n_other)) == pytest.approx(gen2.rho_split_.analyses)
     assert f2.loc[f2["step"].str.contains("edge"), "rho"].sum() == pytest.approx(0.1 * rho)
     assert any(set(q) == {"a", "y"} for q in gen2.selected_queries_)
 

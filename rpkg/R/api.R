@@ -57,10 +57,11 @@ py_item <- function(x, i) reticulate::py_get_item(x, i)
 #'   number of private rows, the default `n_orig` of [dp_glm()] and
 #'   [dp_pool()]; `NULL` when the generator does not release it). [dp_glm()] warns (class
 #'   `dpsynth_uncongenial_warning`) when a model needs a dependency that no
-#'   measured table carries. With `method = "napsu-mq", missing = "mar"`
-#'   (and `incomplete =` the columns that may be missing) the data sets are
-#'   completed under missing at random: `missing_assumption` says so and
-#'   `missing_share` holds the released share missing per column.
+#'   measured table carries. With `method = "napsu-mq"` and columns the
+#'   schema declares may be missing (`dp_schema(..., missing = "col")`) the
+#'   data sets are completed under missing at random (its default
+#'   `missing = "auto"`): `missing_assumption` says so and `missing_share`
+#'   holds the released share missing per column.
 #' @examplesIf dpsynthr:::python_available()
 #' adult <- dp_dataset("adult")
 #' s <- dp_synthesize(adult, "independent", epsilon = 1, m = 2, seed = 1)

@@ -37,7 +37,8 @@ dp_report <- function(x, formula = NULL, family = gaussian, file = "report.html"
   synthesis <- NULL
   if (inherits(x, "dpsynth_synds")) {
     if (is.null(formula)) stop("give the model: dp_report(s, formula = y ~ x, family = ...)", call. = FALSE)
-    synthesis <- list(method = x$method, m = x$m, ledger = x$ledger, diagnostics = x$diagnostics)
+    synthesis <- list(method = x$method, m = x$m, ledger = x$ledger, diagnostics = x$diagnostics,
+                      missing_assumption = x$missing_assumption, missing_share = x$missing_share)
     pooled <- dp_glm(formula, family = as_family(family, parent.frame()), data = x, rule = rule, ...)
   } else if (inherits(x, "dpsynth_pooled")) {
     pooled <- x

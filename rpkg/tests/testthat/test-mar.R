@@ -41,4 +41,11 @@ test_that("a data.frame with NAs and its declared incomplete columns gets comple
   expect_true(any(grepl("R_j", dp_ledger(res)$step)))
   fit <- suppressWarnings(dp_glm(y ~ a + b, family = binomial, data = res))
   expect_true(all(c("aq", "bv", "bw") %in% fit$pooled$term))
+  if (requireNamespace("rmarkdown", quietly = TRUE) && rmarkdown::pandoc_available()) {
+    file <- tempfile(fileext = ".html")
+    suppressWarnings(dp_report(res, y ~ a + b, family = binomial, file = file))
+    html <- paste(readLines(file, warn = FALSE), collapse = "\n")
+    expect_true(grepl("Missing values in the private data", html, fixed = TRUE))
+    expect_true(grepl("missing at random (MAR)", html, fixed = TRUE))
+  }
 })
