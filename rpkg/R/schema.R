@@ -88,7 +88,7 @@ print.dpsynth_schema <- function(x, ...) {
     sprintf("[%s, %s], %s bins%s", c$lower, c$upper, c$bins %||% 16L, if (isTRUE(c$integer)) ", integer" else "")
   }, "")
   cat("Public schema (", length(domain), " columns)\n", sep = "")
-  domain <- paste0(domain, ifelse(vapply(x$columns, function(c) isTRUE(c$missing), NA), " (may be missing)", ""))
+  domain[] <- paste0(domain, ifelse(vapply(x$columns, function(c) isTRUE(c$missing), NA), " (may be missing)", ""))
   print(data.frame(column = names(domain), type = vapply(x$columns, `[[`, "", "type"), domain = domain,
                    source = vapply(x$columns, function(c) c$source %||% "", ""), row.names = NULL), right = FALSE)
   if (!is.null(x$privacy)) {
