@@ -82,7 +82,11 @@ synthetic data (``dpsynth.fit_pooled(..., rule="synthetic")``).
   (:meth:`MaxEntModel.complete`): p(x_j | x_−j, R_j = observed), the MAR identification, each
   dataset with its own posterior draw, so posterior uncertainty reaches the completed datasets
   and ``fit_pooled(rule="synthetic")`` applies. Validity needs every column that drives the
-  missingness in a measured table with x_j (name it in ``analyses=`` or ``queries=``).
+  missingness in a measured table with x_j (name it in ``analyses=`` or ``queries=``). Known
+  limit (bench/napsu_missing.py): when most rows miss several cells (20 % MCAR on all ten Adult
+  columns) the pooled intervals under-cover (4–5 of 7 coefficients in the two repeats run): a
+  log-linear model over "value or missing" levels cannot represent the observed-data distribution
+  once several columns are summed out, so the completion is biased.
   ``result.missing_assumption`` and ``result.missing_share`` (noisy, from the release) go into the
   reports. MNAR cannot be identified from the data: ``mnar_shift={col: δ}`` adds δ per level index
   to the log-odds of the filled-in values (δ-adjustment sensitivity analysis, as mice's NARFCS);
