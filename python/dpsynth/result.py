@@ -66,7 +66,6 @@ class SynthResult:
     missing_share: dict | None = None      # released share of missing values per incomplete column
     n_private: float | None = None         # released (noisy) or public number of private rows
 
-
     def __post_init__(self):
         if self.queries is None and self.generator is not None:
             self.queries = generator_queries(self.generator)

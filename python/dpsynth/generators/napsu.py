@@ -300,8 +300,7 @@ class NAPSUMQ(Generator):
     def _missing_mode(self) -> tuple[str, list[str] | None]:
         """(mode, incomplete columns) with ``"auto"`` resolved from public knowledge only: the
         ``incomplete=`` argument, else the schema's declared ``missing`` columns."""
-        declared = [c.name for c in self.schema_.columns.values() if c.missing]
-        incomplete = self.incomplete if self.incomplete is not None else (declared or None)
+        incomplete = self.incomplete if self.incomplete is not None else (self.schema_.incomplete or None)
         if self.missing != "auto":
             return self.missing, incomplete
         if not incomplete and self.mnar_shift:
@@ -495,13 +494,13 @@ class NAPSUMQ(Generator):
         draws, seconds, n_grad = res.draws[:, self.mcmc_thin - 1::self.mcmc_thin], res.seconds, res.gradient_evaluations
         guide = res.target if not delayed else lik.surrogate(draws.reshape(-1, lik.dim).mean(0))
 
-        def diagnose(draws, final=False):
+        def diagnose(draws):
             # the exact evaluations behind the importance weights (most of a fit's cost beside the
-            # chains) only when the chains' R̂ already meets its target, or for the draws kept
+            # chains) only when the chains' R̂ already meets its target
             cells = self._cell_diagnostics(draws)
-            if delayed or not (final or cells.get("rhat_max_cells", math.inf) <= self.rhat_target):
-                return cells
-            return self._cell_diagnostics(draws, lik, guide)
+            if not delayed and cells.get("rhat_max_cells", math.inf) <= self.rhat_target:
+                cells.update(self._importance_diagnostics(draws, lik, guide))
+            return cells
 
         cells = diagnose(draws)
         extended = 0
@@ -512,8 +511,8 @@ class NAPSUMQ(Generator):
             draws = torch.cat([draws, more.draws[:, self.mcmc_thin - 1::self.mcmc_thin]], dim=1)
             seconds, n_grad, extended = seconds + more.seconds, n_grad + more.gradient_evaluations, extended + 1
             cells = diagnose(draws)
-        if not delayed and "weights" not in cells:  # the chains target the surrogate: always reweight
-            cells = diagnose(draws, final=True)
+        if not delayed and cells and "weights" not in cells:  # the chains target the surrogate: reweight
+            cells.update(self._importance_diagnostics(draws, lik, guide))
         self.weights_ = cells.pop("weights", None)
         self.draws_ = cells.pop("kept", draws).detach()
         if delayed:
@@ -552,31 +551,32 @@ class NAPSUMQ(Generator):
                 "measure fewer or coarser tables")
 
     # ------------------------------------------------------------------ posterior and sampling
-    def _cell_diagnostics(self, draws: torch.Tensor, lik=None, proposal=None) -> dict:
+    def _cell_diagnostics(self, draws: torch.Tensor) -> dict:
         """R̂ and bulk ESS (arviz-stats) of the released cells' probabilities (what the synthetic
         data depend on; θ of a near-empty cell can wander in the prior's tail while its
-        probability stays ≈ 0). With a ``proposal`` density (the chains' target when it is the
-        surrogate), the draws are reweighted to ``lik.log_posterior`` by PSIS: the ESS reported is
-        the chains' bulk ESS times the importance efficiency, and ``pareto_k`` is k̂."""
+        probability stays ≈ 0), on at most :data:`DIAGNOSTIC_DRAWS` draws per chain."""
         if draws.shape[1] < 4:
             return {}
         thin = max(1, math.ceil(draws.shape[1] / DIAGNOSTIC_DRAWS))
         probs = self._cell_probs(draws[:, thin - 1::thin])
-        out = {"rhat_max_cells": _nan_extreme(max, np.atleast_1d(split_rhat(probs))),
-               "ess_bulk_min_cells": _nan_extreme(min, np.atleast_1d(ess_bulk(probs)))}
-        if proposal is not None:
-            step = max(1, math.ceil(draws.shape[0] * draws.shape[1] / IMPORTANCE_DRAWS))
-            kept = draws[:, step - 1::step]
-            flat = kept.reshape(-1, kept.shape[-1])
-            ess_kept = _nan_extreme(min, np.atleast_1d(ess_bulk(self._cell_probs(kept))))
-            with torch.no_grad():
-                log_ratio = torch.cat([lik.log_posterior(c) - proposal(c) for c in flat.split(64)]).numpy()
-            r_eff = ess_kept / flat.shape[0] if np.isfinite(ess_kept) else 1.0
-            w, khat, eff = psis_weights(log_ratio, r_eff=min(max(r_eff, 0.05), 1.0))
-            out.update({"weights": w, "kept": kept, "pareto_k": khat, "importance_efficiency": eff,
-                        "importance_draws": int(flat.shape[0]), "ess_bulk_min_cells_chains": ess_kept,
-                        "ess_bulk_min_cells": ess_kept * eff})
-        return out
+        return {"rhat_max_cells": _nan_extreme(max, np.atleast_1d(split_rhat(probs))),
+                "ess_bulk_min_cells": _nan_extreme(min, np.atleast_1d(ess_bulk(probs)))}
+
+    def _importance_diagnostics(self, draws: torch.Tensor, lik, proposal) -> dict:
+        """The draws (chains targeting ``proposal``, the surrogate) reweighted to
+        ``lik.log_posterior`` by PSIS over at most :data:`IMPORTANCE_DRAWS` of them: the ESS
+        reported is the kept draws' bulk ESS times the importance efficiency, ``pareto_k`` is k̂."""
+        step = max(1, math.ceil(draws.shape[0] * draws.shape[1] / IMPORTANCE_DRAWS))
+        kept = draws[:, step - 1::step]
+        flat = kept.reshape(-1, kept.shape[-1])
+        ess_kept = _nan_extreme(min, np.atleast_1d(ess_bulk(self._cell_probs(kept))))
+        with torch.no_grad():
+            log_ratio = torch.cat([lik.log_posterior(c) - proposal(c) for c in flat.split(64)]).numpy()
+        r_eff = ess_kept / flat.shape[0] if np.isfinite(ess_kept) else 1.0
+        w, khat, eff = psis_weights(log_ratio, r_eff=min(max(r_eff, 0.05), 1.0))
+        return {"weights": w, "kept": kept, "pareto_k": khat, "importance_efficiency": eff,
+                "importance_draws": int(flat.shape[0]), "ess_bulk_min_cells_chains": ess_kept,
+                "ess_bulk_min_cells": ess_kept * eff}
 
     def _cell_probs(self, draws: torch.Tensor) -> np.ndarray:
         with torch.no_grad():
