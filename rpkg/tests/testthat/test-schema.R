@@ -5,7 +5,7 @@ test_that("mice::boys: dp_schema -> dp_synthesize -> with() -> dp_pool equals Py
   skip_if_no_engine()
   skip_if_not_installed("mice")
   sch <- dp_schema(mice::boys, bounds = boys_bounds)
-  res <- dp_synthesize(mice::boys, "privbayes-e", epsilon = 1, m = 5, schema = sch)
+  res <- dp_synthesize(mice::boys, "privbayes-e", epsilon = 1, m = 5, schema = sch, seed = 1)
   fit <- with(res, lm(wgt ~ age + reg))
   expect_s3_class(fit, "mira")
   expect_length(fit$analyses, 5L)
