@@ -80,8 +80,9 @@ run_shared_case <- function(kind, case) {
     },
     congeniality = {
       # through the R formula, as dp_glm() sees it
-      got <- dpsynthr:::congeniality_messages(stats::as.formula(input$formula), shared_values(input$columns),
-                                              lapply(input$queries, shared_values))
+      f <- dpsynthr:::formula_string(stats::as.formula(input$formula))
+      got <- unlist(reticulate::py_to_r(dpsynthr:::dp_py()$analyses$congeniality_messages(
+        f, as.list(shared_values(input$columns)), lapply(input$queries, function(q) as.list(shared_values(q))))))
       want <- as.character(shared_values(expected$missing))
       testthat::expect_length(got, length(want))
       for (i in seq_along(want)) testthat::expect_true(startsWith(got[i], want[i]), label = got[i])

@@ -29,6 +29,7 @@ import ast
 import itertools
 import math
 import re
+import warnings
 from dataclasses import dataclass, field
 
 from .schema import Schema
@@ -43,7 +44,10 @@ MAX_PAIR_CELLS = 1000  # otherwise predictor pairs up to this many cells, a priv
 class UncongenialAnalysisWarning(UserWarning):
     """The synthetic data were generated from marginal queries that do not carry a dependency the
     analysis estimates: its coefficients are biased towards (conditional) independence, whatever
-    the interval says. Generate with ``analyses=["<formula>"]`` to measure what it needs."""
+    the interval says. Generate with ``analyses=["<formula>"]`` to measure what it needs.
+    ``.missing`` lists the missing dependencies (`congeniality_messages`)."""
+
+    missing: list = []
 
 
 @dataclass(frozen=True)
@@ -451,3 +455,22 @@ def uncongenial_text(formula: str, messages: list[str], remedy: str | None = Non
             "estimates, so its coefficients are biased towards independence (the intervals do not show it):\n  - "
             + "\n  - ".join(messages)
             + f"\nGenerate with analyses=[{formula!r}] (e.g. {remedy}) to measure what it needs.")
+
+
+def warn_uncongenial(formula: str, columns, queries, remedy: str | None = None, stacklevel: int = 2) -> list[str]:
+    """`congeniality_messages`, and when there are any an `UncongenialAnalysisWarning` (text:
+    `uncongenial_text`; the messages in its ``.missing``). Returns the messages.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     msgs = warn_uncongenial("y ~ x", ["x", "y"], [("x",), ("y",)])
+    >>> w[0].message.missing == msgs, len(msgs)
+    (True, 1)
+    """
+    messages = congeniality_messages(formula, columns, queries)
+    if messages:
+        warning = UncongenialAnalysisWarning(uncongenial_text(formula, messages, remedy))
+        warning.missing = list(messages)
+        warnings.warn(warning, stacklevel=stacklevel + 1)
+    return messages

@@ -287,6 +287,32 @@ def distinguishing_audit(method, epsilon: float, delta: float | None = None, run
             "max_power": math.log(n_eval / max(1e-12, -math.log(alpha / 2)))}
 
 
+
+def audit_report(res: dict) -> list[str]:
+    """The printout of a `distinguishing_audit` result (dpsynthr's ``print(dp_audit(...))``).
+
+    >>> res = {"method": "independent", "runs_per_side": 20, "evaluated_per_side": 10, "eps_claimed": 1.0,
+    ...        "relation": "add-remove", "claim_epsilon": 2.0, "eps_lo": 0.0, "alpha": 0.05,
+    ...        "false_positives": 0, "false_negatives": 10, "passed": True, "max_power": 1.27}
+    >>> print("\\n".join(audit_report(res)))  # doctest: +NORMALIZE_WHITESPACE
+    Distinguishing audit of 'independent' (20 runs per side, 10 evaluated)
+      claimed epsilon (ledger):       1
+      ceiling for this pair:          2  (add-remove neighbours)
+      empirical lower bound eps_lo:   0  (Clopper-Pearson, alpha = 0.05)
+      false positives / negatives:    0 / 10
+      result: passed (eps_lo <= ceiling)
+      (this audit cannot detect epsilon above about 1.27)
+    """
+    ceiling = res.get("claim_epsilon", res["eps_claimed"])
+    return [f"Distinguishing audit of '{res['method']}' ({int(res['runs_per_side'])} runs per side, "
+            f"{int(res['evaluated_per_side'])} evaluated)",
+            f"  claimed epsilon (ledger):       {res['eps_claimed']:.4g}",
+            f"  ceiling for this pair:          {ceiling:.4g}  ({res.get('relation', '?')} neighbours)",
+            f"  empirical lower bound eps_lo:   {res['eps_lo']:.4g}  (Clopper-Pearson, alpha = {res['alpha']:g})",
+            f"  false positives / negatives:    {int(res['false_positives'])} / {int(res['false_negatives'])}",
+            "  result: " + ("passed (eps_lo <= ceiling)" if res["passed"] else "FAILED (eps_lo > ceiling)"),
+            f"  (this audit cannot detect epsilon above about {res['max_power']:.3g})"]
+
 # ---------------------------------------------------------------------- exact selection audit
 def _selection_block(make_generator, df, schema, seed):
     """Fit with recording, stopped at the first noise call after the first block of

@@ -216,7 +216,7 @@ class Schema:
                        epsilon: float | None = None, delta: float | None = None, *, seed: int | None = None,
                        candidates=None, quantiles: tuple[float, float] = (0.01, 0.99),
                        missing: Sequence[str] | bool | None = None,
-                       read_private_domains: bool = False) -> "Schema":
+                       read_private_domains: bool = False, syntax: str = "python") -> "Schema":
         """The public schema of ``df`` from its *declared* metadata (``df`` is never modified).
 
         * column kinds from the dtypes: a pandas ``category`` is categorical, its categories are
@@ -240,6 +240,9 @@ class Schema:
         ``seed`` makes that learning repeatable (tests only; not private).
         ``read_private_domains=True`` is the old exploration path: min/max and distinct values read
         from the data without noise; it warns, and the ledger's total becomes infinite.
+        ``syntax="r"``: the errors for undeclared domains and for ``bounds``/``levels`` that are not
+        keyed by column show dpsynthr's ``dp_schema()`` calls (R names: numeric, character, named list)
+        instead of Python's.
 
         Example
         -------
@@ -260,8 +263,8 @@ class Schema:
         if read_private_domains:
             return cls._from_dataframe_unprotected(df, bins if isinstance(bins, int) else DEFAULT_BINS)
         names = [str(c) for c in df.columns]
-        bounds = _name_map(bounds, "bounds", names)
-        levels = _name_map(levels, "levels", names)
+        bounds = _name_map(bounds, "bounds", names, syntax)
+        levels = _name_map(levels, "levels", names, syntax)
         bins_map = _name_map(bins, "bins", names) if isinstance(bins, Mapping) else None
         for name, b in bounds.items():
             if isinstance(b, (str, bytes)) or not hasattr(b, "__len__") or len(b) != 2:
@@ -303,7 +306,7 @@ class Schema:
         privacy = None
         if need_bounds or need_levels:
             if epsilon is None:
-                raise ValueError(_missing_domains_message(need_bounds, need_levels))
+                raise ValueError(_missing_domains_message(need_bounds, need_levels, syntax))
             privacy = _learn_domains(df, cols, need_bounds, need_levels, epsilon, delta, seed, candidates, quantiles)
         elif epsilon is not None:
             warnings.warn("epsilon was given but every domain is declared: nothing is learned and nothing spent",
@@ -350,6 +353,25 @@ class Schema:
             out["privacy"] = self.privacy
         out["columns"] = {n: c.to_dict() for n, c in self.columns.items()}
         return out
+
+    def describe(self) -> pd.DataFrame:
+        """One row per column: ``column``, ``type``, ``domain`` (the categories, or the bounds and
+        bins; "(may be missing)" where declared) and ``source`` (where the domain comes from).
+
+        >>> Schema.from_dict({"g": {"type": "categorical", "categories": ["a", "b"], "missing": True},
+        ...                   "x": {"type": "numeric", "lower": 0, "upper": 1.5, "bins": 4}}).describe()["domain"].tolist()
+        ['a, b (may be missing)', '[0, 1.5], 4 bins']
+        """
+        rows = []
+        for name, c in self.columns.items():
+            if c.is_categorical:
+                domain = ", ".join(str(v) for v in c.categories)
+            else:
+                bounds = f"[{c.lower:g}, {c.upper:g}]" if c.has_bounds else "no bounds"
+                bins = len(c.bins) - 1 if isinstance(c.bins, tuple) else (c.bins or DEFAULT_BINS)
+                domain = f"{bounds}, {bins} bins" + (", integer" if c.integer else "")
+            rows.append((name, c.type, domain + (" (may be missing)" if c.missing else ""), c.source or ""))
+        return pd.DataFrame(rows, columns=["column", "type", "domain", "source"])
 
     def to_json(self, path: str | os.PathLike) -> None:
         """Write atomically (temporary file + rename)."""
@@ -494,10 +516,13 @@ class Schema:
 
 
 # -------------------------------------------------------------------- helpers
-def _name_map(x, what: str, names) -> dict:
+def _name_map(x, what: str, names, syntax: str = "python") -> dict:
     if x is None:
         return {}
     if not isinstance(x, Mapping):
+        if syntax == "r":  # dpsynthr's dp_schema()
+            example = 'c("a", "b")' if what == "levels" else "c(0, 100)"
+            raise TypeError(f"`{what}` must be a named list, e.g. {what} = list(age = {example})")
         raise TypeError(f"{what} must be a dict keyed by column name, e.g. {what}={{'age': ...}}; "
                         f"got {type(x).__name__}")
     unknown = [str(k) for k in x if str(k) not in names]
@@ -512,7 +537,16 @@ def _number(v, name):
     return v.item() if isinstance(v, np.generic) else v
 
 
-def _missing_domains_message(need_bounds, need_levels) -> str:
+def _missing_domains_message(need_bounds, need_levels, syntax: str = "python") -> str:
+    if syntax == "r":  # dpsynthr's dp_schema()
+        return "\n".join(
+            ([f"numeric columns without bounds: {', '.join(need_bounds)}; declare public bounds:",
+              "  dp_schema(data, bounds = list(" + ", ".join(f"{n} = c(lo, hi)" for n in need_bounds) + "))"]
+             if need_bounds else [])
+            + ([f"character columns without categories: {', '.join(need_levels)}; declare them with "
+                "levels = list(...) or make them factors"] if need_levels else [])
+            + ["or learn them under differential privacy (charged to every release's ledger): dp_schema(data, "
+               "epsilon = 0.1" + (", delta = 1e-6" if need_levels else "") + ")"])
     parts = []
     if need_bounds:
         example = ", ".join(f"{n!r}: (lo, hi)" for n in need_bounds)

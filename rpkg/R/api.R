@@ -15,7 +15,7 @@
 dp_dataset <- function(name) {
   res <- dp_py()$load_dataset(name)
   df <- pandas_to_r(py_item(res, 0L))
-  attr(df, "dp_schema") <- schema_to_r(py_item(res, 1L))
+  attr(df, "dp_schema") <- py_r(py_item(res, 1L)$to_dict())
   df
 }
 
@@ -61,7 +61,8 @@ py_item <- function(x, i) reticulate::py_get_item(x, i)
 #'   schema declares may be missing (`dp_schema(..., missing = "col")`) the
 #'   data sets are completed under missing at random (its default
 #'   `missing = "auto"`): `missing_assumption` says so and `missing_share`
-#'   holds the released share missing per column.
+#'   holds the released share missing per column. `notes`: the lines print
+#'   shows about the missing-data assumption and the posterior sampler's mixing.
 #' @examplesIf dpsynthr:::python_available()
 #' adult <- dp_dataset("adult")
 #' s <- dp_synthesize(adult, "independent", epsilon = 1, m = 2, seed = 1)
@@ -71,37 +72,29 @@ py_item <- function(x, i) reticulate::py_get_item(x, i)
 dp_synthesize <- function(data, method, epsilon, delta = NULL, m = 1, seed = NULL,
                           schema = attr(data, "dp_schema"), analyses = NULL, ...) {
   call <- match.call()
-  if (is.character(data) && length(data) == 1L && !is.na(data)) {
-    if (!file.exists(data)) stop("no such file: ", data, call. = FALSE)
-    py_data <- normalizePath(data)
-  } else if (is.data.frame(data)) {
-    py_data <- r_to_pandas(data)
-  } else {
-    stop("`data` must be a data.frame or the path to a Parquet or CSV file", call. = FALSE)
-  }
-  if (is.null(schema)) {
-    stop("no public schema: pass `schema = dp_schema(data, bounds = list(...))` (or a list or a JSON path); ",
-         "dpsynthr never reads categories or bounds from the private data for free", call. = FALSE)
-  }
+  schema <- schema_to_py(schema)
+  py_data <- if (is.data.frame(data)) {
+    r_to_pandas(data)
+  } else if (is.character(data) && length(data) == 1L && isTRUE(file.exists(data))) {
+    normalizePath(data)
+  } else stop("`data` must be a data.frame or the path to an existing Parquet or CSV file", call. = FALSE)
   options <- list(...)
   if (!is.null(analyses)) options$analyses <- analyses_to_py(analyses)
   res <- do.call(dp_py()$synthesize,
-                 c(list(py_data, schema_to_py(schema), method, as.numeric(epsilon),
+                 c(list(py_data, schema, method, as.numeric(epsilon),
                         delta = if (!is.null(delta)) as.numeric(delta),
                         m = as.integer(m), seed = if (!is.null(seed)) as.integer(seed)),
                    options))
   datasets <- reticulate::import_builtins(convert = FALSE)$iter(res$datasets)
+  v <- py_r(dp_bridge()$synthesis_for_r(res))  # the rest of the result, as plain values
   structure(list(syn = reticulate::iterate(datasets, pandas_to_r, simplify = FALSE),
                  m = as.integer(m), method = method, call = call,
                  epsilon = epsilon, delta = delta, seed = seed,
-                 ledger = ledger_to_r(res$ledger),
-                 diagnostics = diagnostics_to_r(res),
-                 queries = queries_to_r(res),
-                 noise_aware = tryCatch(py_json(res$generator$noise_aware), error = function(e) NULL),
-                 analyses = as.character(unlist(py_json(res$analyses))),
-                 n_private = py_json(res$n_private),
-                 missing_assumption = py_json(res$missing_assumption),
-                 missing_share = unlist(py_json(res$missing_share))),
+                 ledger = structure(v$ledger, total_epsilon = v$total_epsilon, total_delta = v$total_delta,
+                                    class = c("dpsynth_ledger", "data.frame")),
+                 diagnostics = v$diagnostics, queries = v$queries, noise_aware = v$noise_aware,
+                 analyses = as.character(v$analyses), n_private = v$n_private,
+                 missing_assumption = v$missing_assumption, missing_share = v$missing_share, notes = v$notes),
             class = "dpsynth_synds")
 }
 
@@ -123,28 +116,6 @@ analyses_to_py <- function(analyses) {
 # A formula as one line of text (long formulas are not cut).
 formula_string <- function(f) paste(trimws(deparse(f, width.cutoff = 500L)), collapse = " ")
 
-# A Python value -> R through JSON (None -> NULL; lists stay lists).
-py_json <- function(x) {
-  json <- reticulate::import("json", convert = FALSE)
-  jsonlite::fromJSON(reticulate::py_to_r(json$dumps(x)), simplifyVector = FALSE)
-}
-
-# The result's released queries -> list of character vectors, or NULL when unknown.
-queries_to_r <- function(res) {
-  q <- py_json(res$queries)
-  if (is.null(q)) return(NULL)
-  lapply(q, function(clique) as.character(unlist(clique)))
-}
-
-# the generator's diagnostics dict -> named list (through JSON: numpy scalars do not convert)
-diagnostics_to_r <- function(res) {
-  json <- reticulate::import("json", convert = FALSE)
-  # NaN is not JSON: pass it as a string and turn it back into NaN
-  text <- gsub("\\bNaN\\b", "\"NaN\"", reticulate::py_to_r(json$dumps(res$diagnostics)))
-  out <- lapply(jsonlite::fromJSON(text, simplifyVector = TRUE), function(v) if (identical(v, "NaN")) NaN else v)
-  if (length(out)) out else list()
-}
-
 #' Posterior diagnostics of a synthesis
 #'
 #' Noise-aware generators (`"napsu-mq"`) report how their posterior was
@@ -162,24 +133,12 @@ diagnostics_to_r <- function(res) {
 #' @examplesIf dpsynthr:::python_available()
 #' d <- data.frame(g = factor(sample(c("a", "b"), 300, TRUE)),
 #'                 y = factor(sample(c("no", "yes"), 300, TRUE)))
-#' schema <- list(g = list(type = "categorical", categories = c("a", "b")),
-#'                y = list(type = "categorical", categories = c("no", "yes")))
-#' s <- dp_synthesize(d, "napsu-mq", epsilon = 1, delta = 1e-6, m = 2, seed = 1,
-#'                    schema = schema)
+#' s <- dp_synthesize(d, "napsu-mq", epsilon = 1, delta = 1e-6, m = 2, seed = 1, schema = dp_schema(d))
 #' dp_diagnostics(s)
 #' @export
 dp_diagnostics <- function(x) {
-  if (!inherits(x, "dpsynth_synds")) stop("`x` must be a dpsynth_synds object", call. = FALSE)
+  need(x, "dpsynth_synds", "x")
   diagnostics_frame(x$diagnostics)
-}
-
-# split R-hat above this: the chains have not mixed (Vehtari et al. 2021's threshold for final results)
-RHAT_OK <- 1.01
-
-# the largest split R-hat of the released cells' probabilities, NA when the generator reports none
-cells_rhat <- function(d) {
-  r <- d$rhat_max_cells
-  if (is.numeric(r) && length(r) == 1L) r else NA_real_
 }
 
 diagnostics_frame <- function(d) {
@@ -187,17 +146,6 @@ diagnostics_frame <- function(d) {
   data.frame(diagnostic = names(d),
              value = vapply(d, function(v) if (is.numeric(v)) format(signif(v, 4)) else as.character(v), ""),
              row.names = NULL, stringsAsFactors = FALSE)
-}
-
-# Python number -> R double (numpy scalars included: reticulate 1.28 cannot
-# convert them with numpy >= 2).
-py_num <- function(x) reticulate::py_to_r(reticulate::import_builtins(convert = FALSE)$float(x))
-
-ledger_to_r <- function(ledger_py) {
-  structure(pandas_to_r(ledger_py$to_frame()),
-            total_epsilon = py_num(ledger_py$total_epsilon()),
-            total_delta = py_num(ledger_py$total_delta()),
-            class = c("dpsynth_ledger", "data.frame"))
 }
 
 #' The privacy ledger of a synthesis
@@ -211,19 +159,21 @@ ledger_to_r <- function(ledger_py) {
 #' @export
 dp_ledger <- function(x) {
   if (inherits(x, "dpsynth_ledger")) return(x)
-  if (!inherits(x, "dpsynth_synds")) stop("`x` must be a dpsynth_synds object", call. = FALSE)
+  need(x, "dpsynth_synds", "x")
   x$ledger
+}
+
+# The engine's composed totals of a ledger, for the printouts.
+spent <- function(ledger) {
+  sprintf("epsilon = %s, delta = %s", format(attr(ledger, "total_epsilon")), format(attr(ledger, "total_delta")))
 }
 
 #' @export
 print.dpsynth_ledger <- function(x, ...) {
   core <- c("step", "mechanism", "epsilon", "delta", "rho", "sensitivity", "relation")
-  df <- x
-  class(df) <- "data.frame"
   cat("Privacy ledger (", nrow(x), " spends; all columns: as.data.frame(x))\n", sep = "")
-  print(df[intersect(core, names(df))], ...)
-  cat(sprintf("Total (composed by the engine): epsilon = %s, delta = %s\n",
-              format(attr(x, "total_epsilon")), format(attr(x, "total_delta"))))
+  print(as.data.frame(unclass(x))[intersect(core, names(x))], ...)
+  cat("Total (composed by the engine): ", spent(x), "\n", sep = "")
   invisible(x)
 }
 
@@ -232,26 +182,13 @@ print.dpsynth_synds <- function(x, ...) {
   cat("Call:\n($call) ", paste(deparse(x$call), collapse = "\n"), "\n\n", sep = "")
   cat("Method: ($method) ", x$method, "\n", sep = "")
   cat("Number of synthesised data sets: ($m) ", x$m, "\n", sep = "")
-  cat(sprintf("Privacy spent: epsilon = %s, delta = %s (budget epsilon = %s; see dp_ledger())\n",
-              format(attr(x$ledger, "total_epsilon")), format(attr(x$ledger, "total_delta")),
-              format(x$epsilon)))
+  cat("Privacy spent: ", spent(x$ledger), " (budget epsilon = ", format(x$epsilon), "; see dp_ledger())\n", sep = "")
   if (length(x$analyses)) cat("Analyses served: ", paste(x$analyses, collapse = "; "), "\n", sep = "")
   if (!is.null(x$queries)) {
     cat("Measured marginal tables: ", length(x$queries), " ($queries; dp_glm() warns when a model needs ",
         "one that is missing)\n", sep = "")
   }
-  if (!is.null(x$missing_assumption)) {
-    share <- if (length(x$missing_share)) {
-      paste0(" Released share missing: ", paste(sprintf("%s %.1f%%", names(x$missing_share), 100 * x$missing_share),
-                                                collapse = ", "), ".")
-    } else ""
-    cat("Missing values filled in; assumption: ", x$missing_assumption, ".", share, "\n", sep = "")
-  }
-  rhat <- cells_rhat(x$diagnostics)
-  if (!is.na(rhat)) {
-    cat(sprintf("Posterior sampler: largest split R-hat of the cells' probabilities %.3g%s (see dp_diagnostics())\n",
-                rhat, if (rhat > RHAT_OK) " -- the sampler did NOT mix: intervals may be off" else ""))
-  }
+  writeLines(as.character(x$notes))  # missing-data assumption, sampler mixing: dpsynth.bridge.synthesis_notes
   if (length(x$syn)) {
     cat("Synthetic data: ", nrow(x$syn[[1]]), " rows x ", ncol(x$syn[[1]]), " columns\n\n",
         "First rows of synthesised data set 1: ($syn[[1]])\n", sep = "")

@@ -14,34 +14,13 @@ dp_bridge <- function() {
   .dp_env$bridge
 }
 
-# Vectors travel as Python lists (also for length 0 and 1): reticulate 1.28
-# cannot exchange arrays with numpy >= 2.
-py_list <- function(x) as.list(x)
-
+# One R column for the engine's converter (dpsynth.bridge.make_column reads its type and class and
+# builds the pandas column): values as a Python list (reticulate 1.28 cannot exchange arrays with
+# numpy >= 2) with an explicit NA mask, as reticulate turns NA into "NA", -2147483648 or TRUE.
 column_spec <- function(x, name) {
-  mask <- py_list(is.na(x))
-  if (is.factor(x)) {
-    codes <- as.integer(x) - 1L
-    codes[is.na(codes)] <- -1L
-    return(list(kind = "factor", codes = py_list(codes), levels = as.list(enc2utf8(levels(x))),
-                ordered = is.ordered(x)))
-  }
-  if (inherits(x, "Date")) {
-    return(list(kind = "Date", values = py_list(ifelse(is.na(x), 0, unclass(x) + 0)), mask = mask))
-  }
-  if (!is.null(attr(x, "class")) || !is.null(dim(x))) {
-    stop(sprintf("column '%s' has class %s, which dpsynthr cannot send to Python; ",
-                 name, paste(class(x), collapse = "/")),
-         "use factor, integer, logical, double, character or Date", call. = FALSE)
-  }
-  kind <- switch(typeof(x), integer = "integer", logical = "logical", double = "double",
-                 character = "character",
-                 stop(sprintf("column '%s' has type %s, which dpsynthr cannot send to Python",
-                              name, typeof(x)), call. = FALSE))
-  fill <- switch(kind, integer = 0L, logical = FALSE, double = 0, character = "")
-  x[is.na(x)] <- fill
-  if (kind == "character") x <- enc2utf8(x)
-  list(kind = kind, values = py_list(x), mask = mask)
+  list(name = name, type = typeof(x), class = as.list(class(x)), matrix = !is.null(dim(x)),
+       values = as.list(if (is.character(x)) enc2utf8(x) else unclass(x)), mask = as.list(is.na(x)),
+       levels = if (is.factor(x)) as.list(enc2utf8(levels(x))), ordered = is.ordered(x))
 }
 
 #' Convert between R data.frames and pandas DataFrames
@@ -67,15 +46,17 @@ column_spec <- function(x, name) {
 #' identical(pandas_to_r(pdf), df)
 #' @export
 r_to_pandas <- function(df) {
-  if (!is.data.frame(df)) stop("`df` must be a data.frame", call. = FALSE)
+  need(df, "data.frame", "df", "a data.frame")
   specs <- unname(Map(column_spec, df, names(df)))
   dp_bridge()$make_frame(as.list(names(df)), specs, nrow(df))
 }
 
 #' @rdname r_to_pandas
 #' @export
-pandas_to_r <- function(pdf) {
-  parts <- reticulate::py_to_r(dp_bridge()$split_frame(pdf))
+pandas_to_r <- function(pdf) frame_from_parts(reticulate::py_to_r(dp_bridge()$split_frame(pdf)))
+
+# The bridge's split_frame() pieces (names, n, columns) -> data.frame.
+frame_from_parts <- function(parts) {
   cols <- lapply(parts$columns, column_from_parts)
   names(cols) <- as.character(unlist(parts$names))
   structure(cols, class = "data.frame", row.names = .set_row_names(as.integer(parts$n)))

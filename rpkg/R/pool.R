@@ -73,19 +73,20 @@ dp_pool <- function(estimates, variances, rule = "synthetic", dfcom = NULL, n_sy
   call <- match.call()
   if (!missing(estimates) && (inherits(estimates, "mira") || is_fit_list(estimates))) {
     if (!missing(variances)) stop("`variances` is not used with fitted models (their vcov() is)", call. = FALSE)
-    return(pool_mira(estimates, call, rule = rule, dfcom = dfcom, n_orig = n_orig,
-                     conf.level = conf.level, se_ratio = se_ratio, se_limit = se_limit))
+    fits <- if (inherits(estimates, "mira")) estimates$analyses else estimates
+    return(pool_model_fits(fits, NULL, call, "dp_pool", estimates$dpsynth, rule, dfcom, n_orig, conf.level,
+                           se_ratio, se_limit))
   }
   if (missing(estimates) || missing(variances)) {
     stop("dp_pool needs a mira (with(<dpsynth_synds>, lm(...))), a list of fitted models, or ",
          "`estimates` and `variances` (squared standard errors or covariance matrices)", call. = FALSE)
   }
   terms <- terms %||% default_terms(estimates)
-  table <- pool_table(py_nested(estimates, "estimates"), py_nested(variances, "variances"),
-                      rule = rule, dfcom = dfcom, n_syn = n_syn, n_orig = n_orig, terms = terms,
-                      conf.level = conf.level)
-  new_pooled(table, call = call, rule = table$rule[[1]], m = max(table$m),
-             conf.level = conf.level, dfcom = dfcom)
+  out <- py_call(dp_bridge()$pool_for_r, py_nested(estimates, "estimates"), py_nested(variances, "variances"),
+                 rule = rule, dfcom = py_num_or_null(dfcom, "dfcom"), n_syn = py_num_or_null(n_syn, "n_syn"),
+                 n_orig = py_num_or_null(n_orig, "n_orig"), terms = if (!is.null(terms)) as.list(as.character(terms)),
+                 conf_level = as.numeric(conf.level), what = "dp_pool")
+  new_pooled(out, call, conf.level, dfcom = dfcom)
 }
 
 is_fit_list <- function(x) {
@@ -99,30 +100,10 @@ default_terms <- function(estimates) {
   NULL
 }
 
-# One call of dpsynth.pool -> R data.frame (mice's column names).
-pool_table <- function(q, u, rule, dfcom = NULL, n_syn = NULL, n_orig = NULL, terms = NULL,
-                       conf.level = 0.95) {
-  if (!is.character(rule) || length(rule) != 1L) stop("`rule` must be one string", call. = FALSE)
-  res <- py_try(dp_py()$pool(q, u, rule = rule, dfcom = py_num_or_null(dfcom, "dfcom"),
-                             n_syn = py_num_or_null(n_syn, "n_syn"),
-                             n_orig = py_num_or_null(n_orig, "n_orig"),
-                             terms = if (!is.null(terms)) as.list(as.character(terms)),
-                             conf_level = as.numeric(conf.level)),
-                "dp_pool")
-  pandas_to_r(res)
-}
-
-# The canonical rule name and its description, from the engine.
-rule_info <- function(rule) {
-  rules <- reticulate::import("dpsynth.inference.rules", convert = FALSE)
-  name <- py_try(reticulate::py_to_r(rules$check_rule(rule)), "rule")
-  list(name = name, description = reticulate::py_to_r(rules$RULES)[[name]])
-}
-
-new_pooled <- function(table, call, rule, m, conf.level, dfcom = NULL, ...) {
-  info <- tryCatch(rule_info(rule), error = function(e) list(name = rule, description = NA_character_))
-  structure(list(pooled = table, call = call, rule = info$name, rule_description = info$description,
-                 m = as.integer(m), conf.level = conf.level, dfcom = dfcom, ...),
+# The engine's pooled result (table, rule, m, printout) -> dpsynth_pooled.
+new_pooled <- function(out, call, conf.level, ...) {
+  structure(list(pooled = out$table, call = call, rule = out$rule, rule_description = out$display$rule_description,
+                 m = as.integer(out$m), conf.level = conf.level, ..., display = out$display),
             class = "dpsynth_pooled")
 }
 
@@ -173,8 +154,7 @@ new_pooled <- function(table, call, rule, m, conf.level, dfcom = NULL, ...) {
 #' @examplesIf dpsynthr:::python_available()
 #' d <- data.frame(x = rnorm(200))
 #' d$y <- factor(rbinom(200, 1, plogis(d$x)), labels = c("no", "yes"))
-#' sch <- list(x = list(type = "numeric", lower = -4, upper = 4, bins = 16),
-#'             y = list(type = "categorical", categories = c("no", "yes")))
+#' sch <- dp_schema(d, bounds = list(x = c(-4, 4)))
 #' s <- dp_synthesize(d, "independent", epsilon = 1, m = 3, seed = 1, schema = sch)
 #' fit <- dp_glm(y ~ x, family = binomial, data = s)
 #' fit
@@ -183,23 +163,16 @@ new_pooled <- function(table, call, rule, m, conf.level, dfcom = NULL, ...) {
 #' @export
 dp_glm <- function(formula, family = gaussian, data, rule = "synthetic", dfcom = NULL,
                    n_orig = NULL, conf.level = 0.95, se_ratio = 100, se_limit = NULL, ...) {
-  call <- match.call()
-  fam <- as_family(family, parent.frame())
-  extra <- match.call(expand.dots = FALSE)$...
-  pool_fits(call, formula, data, model = "glm", family = fam, extra = extra, env = parent.frame(),
-            rule = rule, dfcom = dfcom, n_orig = n_orig, conf.level = conf.level,
-            se_ratio = se_ratio, se_limit = se_limit)
+  pool_fits(match.call(), formula, data, "glm", as_family(family, parent.frame()),
+            match.call(expand.dots = FALSE)$..., parent.frame(), rule, dfcom, n_orig, conf.level, se_ratio, se_limit)
 }
 
 #' @rdname dp_glm
 #' @export
 dp_lm <- function(formula, data, rule = "synthetic", dfcom = NULL, n_orig = NULL,
                   conf.level = 0.95, se_ratio = 100, se_limit = NULL, ...) {
-  call <- match.call()
-  extra <- match.call(expand.dots = FALSE)$...
-  pool_fits(call, formula, data, model = "lm", family = NULL, extra = extra, env = parent.frame(),
-            rule = rule, dfcom = dfcom, n_orig = n_orig, conf.level = conf.level,
-            se_ratio = se_ratio, se_limit = se_limit)
+  pool_fits(match.call(), formula, data, "lm", NULL, match.call(expand.dots = FALSE)$..., parent.frame(), rule,
+            dfcom, n_orig, conf.level, se_ratio, se_limit)
 }
 
 as_family <- function(family, env) {
@@ -230,13 +203,9 @@ family_object <- function(spec) {
 
 synthetic_frames <- function(data) {
   if (inherits(data, "dpsynth_synds")) return(data$syn)
-  if (is.data.frame(data)) {
-    stop("`data` is one data.frame; pass the dpsynth_synds object from dp_synthesize() ",
-         "(or a list of m data.frames)", call. = FALSE)
-  }
-  if (is.list(data) && length(data) && all(vapply(data, is.data.frame, NA))) return(data)
-  stop("`data` must be a dpsynth_synds object from dp_synthesize() or a list of data.frames",
-       call. = FALSE)
+  if (is.list(data) && !is.data.frame(data) && length(data) && all(vapply(data, is.data.frame, NA))) return(data)
+  stop("`data` must be the dpsynth_synds object from dp_synthesize() or a list of m data.frames",
+       if (is.data.frame(data)) ", not one data.frame", call. = FALSE)
 }
 
 # Fit one model to one data set; returns the fit (or the error) and the
@@ -257,189 +226,65 @@ fit_one_dataset <- function(model, formula, family, extra, env, d) {
   list(fit = fit, notes = unique(notes))
 }
 
-# The engine's congeniality check: what `formula` estimates that the synthesis' released
-# marginal tables (data$queries) do not carry. Empty when nothing is missing or the queries
-# are unknown (a list of data.frames, or a generator that does not report them).
-congeniality_messages <- function(formula, columns, queries) {
-  if (is.null(queries)) return(character())
-  f <- if (inherits(formula, "formula")) formula_string(formula) else formula
-  msgs <- py_try(dp_py()$analyses$congeniality_messages(f, as.list(columns), lapply(queries, as.list)), "congeniality")
-  as.character(unlist(reticulate::py_to_r(msgs)))
-}
-
-# Warn (class dpsynth_uncongenial_warning) when the synthesis cannot carry the model; returns the messages.
-check_congeniality <- function(formula, data, columns) {
-  if (!inherits(data, "dpsynth_synds") || is.null(data$queries)) return(character())
-  msgs <- congeniality_messages(formula, columns, data$queries)
-  if (length(msgs)) {
-    f <- formula_string(formula)
-    remedy <- sprintf("dp_synthesize(..., method = \"napsu-mq\", analyses = list(%s))", f)
-    text <- reticulate::py_to_r(dp_py()$analyses$uncongenial_text(f, as.list(msgs), remedy))
-    warning(structure(class = c("dpsynth_uncongenial_warning", "warning", "condition"),
-                      list(message = text, call = NULL, missing = msgs)))
-  }
-  msgs
-}
-
-pool_fits <- function(call, formula, data, model, family, extra, env, rule, dfcom, n_orig,
-                      conf.level, se_ratio, se_limit) {
+# dp_glm / dp_lm: R's model on every data set (the `...` of the call reach each fit), then the engine.
+pool_fits <- function(call, formula, data, model, family, extra, env, rule, dfcom, n_orig, conf.level, se_ratio,
+                      se_limit) {
   if (is.character(formula)) formula <- stats::as.formula(formula, env = env)
   if (!inherits(formula, "formula")) stop("`formula` must be a formula, e.g. y ~ x", call. = FALSE)
   frames <- synthetic_frames(data)
   if (length(frames) < 2L) {
     stop("pooling needs at least 2 synthetic data sets (m >= 2); synthesise with m = 2 or more", call. = FALSE)
   }
-  columns <- names(frames[[1]])
   fits <- lapply(frames, function(d) fit_one_dataset(model, formula, family, extra, env, d))
-  environment(formula) <- globalenv()
-  pool_model_fits(lapply(fits, `[[`, "fit"), lapply(fits, `[[`, "notes"), call, rule, dfcom, n_orig, conf.level,
-                  se_ratio, se_limit, formula, model, family, if (inherits(data, "dpsynth_synds")) data,
-                  columns, paste0("dp_", model))
+  pool_model_fits(lapply(fits, `[[`, "fit"), lapply(fits, `[[`, "notes"), call, paste0("dp_", model),
+                  synds_info(data), rule, dfcom, n_orig, conf.level, se_ratio, se_limit, formula, model, family)
 }
 
-# A mira (or a list of fits) -> dpsynth_pooled, through the engine's pool_fits.
-pool_mira <- function(object, call, rule, dfcom, n_orig, conf.level, se_ratio, se_limit) {
-  fits <- if (inherits(object, "mira")) object$analyses else object
-  first <- Find(function(f) inherits(f, c("lm", "glm")), fits)
-  if (is.null(first)) stop("the mira holds no lm or glm fits; dp_pool pools lm() and glm() fits", call. = FALSE)
-  formula <- stats::formula(first)
-  environment(formula) <- globalenv()
-  model <- if (inherits(first, "glm")) "glm" else "lm"
-  pool_model_fits(fits, lapply(fits, function(f) character()), call, rule, dfcom, n_orig, conf.level, se_ratio,
-                  se_limit, formula, model, if (model == "glm") stats::family(first), object$dpsynth,
-                  object$dpsynth$columns, "dp_pool")
-}
-
-# One fit -> what the engine needs: coefficients (NA = aliased), the covariance of the
-# estimable ones, rows used and dropped, residual df, or why the fit is unusable.
-fit_pieces <- function(f) {
+# One fit -> the engine's record of it: coefficients (NA = aliased), the covariance of the estimable
+# ones, rows used and dropped, residual df and the fit's warnings, or why the fit is unusable.
+fit_record <- function(f, notes = NULL) {
   if (inherits(f, "error")) return(list(error = paste("the fit failed:", conditionMessage(f))))
   if (!inherits(f, c("lm", "glm"))) return(list(error = "not an lm or glm fit"))
   if (inherits(f, "glm") && !isTRUE(f$converged)) return(list(error = "the GLM did not converge"))
   cf <- stats::coef(f)
   ok <- names(cf)[!is.na(cf)]
-  v <- stats::vcov(f)[ok, ok, drop = FALSE]
-  list(error = NULL, coef = cf, vcov = v, nobs = stats::nobs(f), df = stats::df.residual(f),
-       n_missing = length(f$na.action))
+  list(coef = as.list(cf), vcov = py_nested(stats::vcov(f)[ok, ok, drop = FALSE]), nobs = stats::nobs(f),
+       df_resid = stats::df.residual(f), n_missing = length(f$na.action), notes = as.list(notes))
 }
 
-pool_model_fits <- function(fits, notes, call, rule, dfcom, n_orig, conf.level, se_ratio, se_limit,
-                            formula, model, family, synds, columns, what) {
+# R's fits -> dpsynth_pooled. The pooling policy (congeniality check, screens, rules, notes,
+# warnings) is the engine's: dpsynth.bridge.pool_fits_for_r. Without `formula` (a mira), the model
+# is that of the first lm/glm fit.
+pool_model_fits <- function(fits, notes, call, what, synds, rule, dfcom, n_orig, conf.level, se_ratio, se_limit,
+                            formula = NULL, model = NULL, family = NULL) {
+  if (is.null(formula)) {
+    first <- Find(function(f) inherits(f, c("lm", "glm")), fits)
+    if (is.null(first)) stop("the mira holds no lm or glm fits; dp_pool pools lm() and glm() fits", call. = FALSE)
+    formula <- stats::formula(first)
+    model <- if (inherits(first, "glm")) "glm" else "lm"
+    if (model == "glm") family <- stats::family(first)
+  }
+  environment(formula) <- globalenv()
+  family <- family_spec(family)
   n_orig <- n_orig %||% synds$n_private  # NAPSU-MQ's data sets are larger than the private table
-  congeniality <- if (!is.null(synds$queries)) {
-    check_congeniality(formula, structure(list(queries = synds$queries), class = "dpsynth_synds"), columns)
-  } else character()
-  pieces <- lapply(fits, fit_pieces)
-  bad <- vapply(pieces, function(p) !is.null(p$error), NA)
-  terms <- unique(unlist(lapply(pieces[!bad], function(p) names(p$coef))))
-  m <- length(fits)
-  est <- matrix(NA_real_, m, length(terms), dimnames = list(NULL, terms))
-  uhat <- vector("list", m)
-  for (i in which(!bad)) {
-    est[i, names(pieces[[i]]$coef)] <- pieces[[i]]$coef
-    uhat[[i]] <- matrix(NA_real_, length(terms), length(terms), dimnames = list(terms, terms))
-    v <- pieces[[i]]$vcov
-    uhat[[i]][rownames(v), colnames(v)] <- v
-  }
-  num <- function(name, default = NA_real_) lapply(pieces, function(p) p[[name]] %||% default)
-  inf <- dp_py()$inference
-  out <- py_try(dp_bridge()$call_quietly(
-    inf$pool_fits,
-    lapply(pieces, function(p) if (is.null(p$error)) as.list(p$coef)),
-    lapply(pieces, function(p) if (is.null(p$error)) py_nested(p$vcov)),
-    rule = rule, nobs = num("nobs", 0), df_resid = num("df"), n_missing = num("n_missing", 0),
-    errors = lapply(pieces, `[[`, "error"), notes = lapply(notes, as.list),
-    dfcom = py_num_or_null(dfcom, "dfcom"), n_orig = py_num_or_null(n_orig, "n_orig"),
-    conf_level = as.numeric(conf.level), se_ratio = se_ratio, se_limit = se_limit,
-    formula = formula_string(formula), family = model_label(list(formula = formula, model = model,
-                                                                   family = family_spec(family))),
-    noise_aware = synds$noise_aware, method = synds$method, congeniality = as.list(congeniality)),
-    what)
-  res <- py_item(out, 0L)
-  relay_warnings(reticulate::py_to_r(py_item(out, 1L)), what)
-  table <- pandas_to_r(res$to_frame())
-  dropped <- dropped_to_r(res$dropped)
-  for (k in seq_len(nrow(dropped))) {  # the screens' verdicts, for dp_wald
-    est[dropped$dataset[k], if (is.na(dropped$term[k])) seq_along(terms) else dropped$term[k]] <- NA_real_
-  }
-  notes_engine <- as.character(unlist(reticulate::py_to_r(res$notes())))
-  nobs <- vapply(pieces, function(p) as.numeric(p$nobs %||% NA_real_), 0)
-  new_pooled(table, call = call, rule = table$rule[[1]], m = m, conf.level = conf.level,
-             dfcom = table$dfcom[[1]], formula = formula, model = model, family = family_spec(family),
-             nobs = nobs, n_orig = n_orig, dropped = dropped,
-             notes = unique(unlist(notes)), engine_notes = notes_engine,
-             congeniality = congeniality, qhat = est, uhat = uhat,
-             method = synds$method, ledger = synds$ledger)
-}
-
-# The engine's dropped table (0-based dataset index) -> R (1-based).
-dropped_to_r <- function(pdf) {
-  d <- pandas_to_r(pdf)
-  data.frame(dataset = as.integer(d$dataset) + rep(1L, nrow(d)), term = as.character(d$term),
-             reason = as.character(d$reason), stringsAsFactors = FALSE)
-}
-
-# The engine's Python warnings (class name, message) -> R warnings, worded for R.
-relay_warnings <- function(msgs, what) {
-  for (w in msgs) {
-    msg <- sub("dataset\\(s\\)", "data set(s)", sub("^fit_pooled:", paste0(what, ":"), w[[2]]))
-    warning(gsub("see \\.dropped", "see $dropped", msg), call. = FALSE)
-  }
-}
-
-#' Fit a model to every synthetic data set, mice style
-#'
-#' `with(res, lm(wgt ~ age + reg))` evaluates the expression in each of the m
-#' synthetic data sets of `res` (as `with()` on a mice `mids`) and returns a
-#' mice `mira`: pool it with [dp_pool()] (the rule for fully synthetic data,
-#' the default for a DP release), or with `mice::pool()` (Rubin's rules for
-#' multiply imputed data) or `mice::pool.syn()` (partially synthetic data),
-#' which do not fit a fully synthetic release but are there for comparison.
-#'
-#' @param data A `dpsynth_synds` object from [dp_synthesize()].
-#' @param expr An expression, typically a model call such as `lm(y ~ x)`,
-#'   evaluated with the columns of each synthetic data set in scope.
-#' @param ... Not used.
-#' @return An object of class `c("dpsynth_mira", "mira", "matrix")`, as
-#'   `mice::as.mira()` makes: `call`, `call1` (the synthesis call), `nmis`
-#'   (`NULL`), `analyses` (the m results), and `dpsynth` (method, ledger,
-#'   whether the generator is noise-aware, released marginal tables) so that
-#'   [dp_pool()] can warn where the rule does not apply.
-#' @examplesIf dpsynthr:::python_available()
-#' d <- data.frame(x = rnorm(200))
-#' d$y <- 1 + d$x + rnorm(200)
-#' sch <- dp_schema(d, bounds = list(x = c(-4, 4), y = c(-4, 6)))
-#' s <- dp_synthesize(d, "independent", epsilon = 1, m = 3, seed = 1, schema = sch)
-#' fit <- with(s, lm(y ~ x))
-#' dp_pool(fit)
-#' @export
-with.dpsynth_synds <- function(data, expr, ...) {
-  call <- match.call()
-  expr <- substitute(expr)
-  env <- parent.frame()
-  analyses <- lapply(data$syn, function(d) eval(expr, d, env))
-  structure(list(call = call, call1 = data$call, nmis = NULL, analyses = analyses,
-                 dpsynth = list(method = data$method, m = data$m, ledger = data$ledger,
-                                noise_aware = data$noise_aware, queries = data$queries,
-                                n_private = data$n_private,
-                                columns = if (length(data$syn)) names(data$syn[[1]]))),
-            class = c("dpsynth_mira", "mira", "matrix"))
-}
-
-#' @export
-print.dpsynth_mira <- function(x, ...) {
-  cat("Class: mira (from with() on a dpsynth_synds)    m = ", length(x$analyses), "\n", sep = "")
-  cat("Call: ", paste(deparse(x$call), collapse = " "), "\n", sep = "")
-  cat("Synthesis: ", x$dpsynth$method %||% "?", "\n", sep = "")
-  cat("Pool with dp_pool() (fully synthetic data; mice::pool.syn() and mice::pool() also accept it)\n")
-  invisible(x)
+  out <- py_call(dp_bridge()$pool_fits_for_r, Map(fit_record, fits, notes %||% list(NULL)), rule = rule,
+                 dfcom = py_num_or_null(dfcom, "dfcom"), n_orig = py_num_or_null(n_orig, "n_orig"),
+                 conf_level = as.numeric(conf.level), se_ratio = se_ratio, se_limit = se_limit,
+                 formula = formula_string(formula),
+                 family = model_label(list(formula = formula, model = model, family = family)),
+                 columns = as.list(synds$columns), queries = if (!is.null(synds$queries)) lapply(synds$queries, as.list),
+                 noise_aware = synds$noise_aware, method = synds$method,
+                 epsilon = attr(synds$ledger, "total_epsilon"), what = what)
+  terms <- out$terms
+  matrices <- function(u) if (!is.null(u)) matrix(unlist(u), length(terms), byrow = TRUE, dimnames = list(terms, terms))
+  new_pooled(out, call, conf.level, dfcom = out$dfcom, formula = formula, model = model, family = family,
+             nobs = as.numeric(out$nobs), n_orig = n_orig, dropped = out$dropped,
+             notes = unique(unlist(notes)), congeniality = as.character(out$congeniality),
+             qhat = matrix(as.numeric(unlist(out$qhat)), ncol = length(terms), byrow = TRUE, dimnames = list(NULL, terms)),
+             uhat = lapply(out$uhat, matrices), method = synds$method, ledger = synds$ledger)
 }
 
 # ---- methods -----------------------------------------------------------------------------
-
-summary_columns <- c("term", "estimate", "std.error", "statistic", "df", "p.value", "conf.low",
-                     "conf.high", "ubar", "b", "t", "riv", "lambda", "fmi", "rule", "m", "dfcom",
-                     "fallback")
 
 #' Pooled table of a `dpsynth_pooled` object
 #'
@@ -457,14 +302,9 @@ summary_columns <- c("term", "estimate", "std.error", "statistic", "df", "p.valu
 #'   freedom.
 #' @export
 summary.dpsynth_pooled <- function(object, exponentiate = FALSE, ...) {
-  tab <- object$pooled
-  out <- tab[intersect(summary_columns, names(tab))]
-  extra <- setdiff(names(tab), summary_columns)
-  if (length(extra)) out <- cbind(out, tab[extra])
-  if (isTRUE(exponentiate)) {
-    for (col in c("estimate", "conf.low", "conf.high")) out[[col]] <- exp(out[[col]])
-  }
-  rownames(out) <- NULL
+  out <- object$pooled  # in this order from the engine (dpsynth.bridge)
+  ci <- c("estimate", "conf.low", "conf.high")
+  if (isTRUE(exponentiate)) out[ci] <- lapply(out[ci], exp)
   out
 }
 
@@ -499,51 +339,20 @@ model_label <- function(x) {
 
 #' @export
 format.dpsynth_pooled <- function(x, digits = 4, ...) {
+  # the header, the columns shown and the notes are the engine's (dpsynth.bridge.pooled_display)
   tab <- x$pooled
-  head <- c(sprintf("Class: dpsynth_pooled    m = %d    rule = %s", x$m, x$rule),
-            if (!is.na(x$rule_description %||% NA)) paste0("  (", x$rule_description, ")"))
-  fit <- model_label(x)
-  if (!is.null(fit)) head <- c(head, sprintf("Model: %s, fitted to each synthetic data set", fit))
-  if (!is.null(x$method)) {
-    spent <- attr(x$ledger, "total_epsilon")
-    head <- c(head, sprintf("Synthesis: %s%s", x$method,
-                            if (!is.null(spent)) sprintf(", epsilon spent = %s (dp_ledger())", format(spent)) else ""))
-  }
-  target <- switch(x$rule,
-    synthetic = "population quantities from fully synthetic data (synthesis and DP noise included)",
-    mi = "population quantities from multiply imputed data",
-    reiter2003 = "population quantities from partially synthetic data",
-    "population quantities")
-  head <- c(head, sprintf("Inference: %s; t reference with df per term, %s%% intervals", target,
-                          format(100 * x$conf.level)))
-  show <- intersect(c("term", "estimate", "std.error", "statistic", "df", "p.value", "conf.low",
-                      "conf.high", "riv", "fmi", "m"), names(tab))
-  if (x$rule != "mi") show <- setdiff(show, "fmi")
-  body <- tab[show]
+  body <- tab[x$display$columns]
   num <- vapply(body, is.double, NA)
   body[num] <- lapply(body[num], function(v) signif(v, digits))
   if (any(tab$fallback %in% TRUE)) body$fallback <- ifelse(tab$fallback, "*", "")
-  lines <- c(head, "", utils::capture.output(print(body, row.names = FALSE)))
-  if (x$rule != "mi") lines <- c(lines, "fmi (fraction of missing information) is defined for rule 'mi' only.")
-  # the engine's notes (fallback, small df, fit warnings, uncongeniality, drops): one policy, in Python
-  notes <- x$engine_notes
-  if (is.null(notes) && any(tab$fallback %in% TRUE)) {
-    notes <- "* t = (1 + 1/m) b - ubar was not positive: fallback variance (Reiter 2002) used."
-  }
-  lines <- c(lines, notes)
   dropped <- x$dropped
-  if (!is.null(dropped) && nrow(dropped)) {
-    lines <- c(lines, sprintf("Dropped before pooling (%d): see $dropped", nrow(dropped)),
-               utils::capture.output(print(utils::head(dropped, 5L), row.names = FALSE)))
-  }
-  lines
+  c(x$display$header, "", utils::capture.output(print(body, row.names = FALSE)), x$display$footer,
+    if (NROW(dropped)) c(sprintf("Dropped before pooling (%d): see $dropped", nrow(dropped)),
+                         utils::capture.output(print(utils::head(dropped, 5L), row.names = FALSE))))
 }
 
 #' @export
-print.dpsynth_pooled <- function(x, ...) {
-  writeLines(format(x, ...))
-  invisible(x)
-}
+print.dpsynth_pooled <- function(x, ...) print_lines(x, ...)
 
 #' Coefficient plot of a pooled fit
 #'
@@ -558,53 +367,39 @@ print.dpsynth_pooled <- function(x, ...) {
 #' @return `x`, invisibly.
 #' @export
 plot.dpsynth_pooled <- function(x, compare = NULL, intercept = FALSE, main = NULL, ...) {
-  tab <- x$pooled
-  keep <- if (intercept) rep(TRUE, nrow(tab)) else tab$term != "(Intercept)"
-  tab <- tab[keep & !is.na(tab$estimate), , drop = FALSE]
-  if (!nrow(tab)) {
+  # the terms shown, the interval ends clipped to the axis and the axis: dpsynth.bridge.coef_plot
+  lay <- py_call(dp_bridge()$coef_plot, r_to_pandas(x$pooled), if (!is.null(compare)) r_to_pandas(compare$table),
+                 intercept = isTRUE(intercept), what = "plot")
+  k <- length(lay$terms)
+  if (!k) {
     graphics::plot.new()
     graphics::title(main = "no coefficients to plot")
     return(invisible(x))
   }
-  k <- nrow(tab)
   y <- rev(seq_len(k))
-  obs <- NULL
-  if (!is.null(compare)) obs <- compare$table[match(tab$term, compare$table$term), , drop = FALSE]
-  # Axis: the estimates and the real-data intervals, and the pooled intervals unless they are far
-  # wider than the rest (tiny df can give intervals of 1e50): those are clipped, with an arrow.
-  core <- c(tab$estimate, obs$estimate.obs, obs$conf.low.obs, obs$conf.high.obs)
-  widths <- c(tab$conf.high - tab$conf.low, obs$conf.high.obs - obs$conf.low.obs)
-  widths <- widths[is.finite(widths)]
-  reach <- max(2 * diff(range(core, finite = TRUE)),
-               if (length(widths)) stats::quantile(widths, 0.25, names = FALSE), 1e-8)
-  lim <- range(core, finite = TRUE) + c(-1, 1) * reach
-  lo <- pmax(tab$conf.low, lim[1])
-  hi <- pmin(tab$conf.high, lim[2])
-  lo[is.na(lo)] <- tab$estimate[is.na(lo)]
-  hi[is.na(hi)] <- tab$estimate[is.na(hi)]
-  rng <- range(c(core, lo, hi), finite = TRUE)
-  old <- graphics::par(mar = c(4, max(4, 0.5 * max(nchar(tab$term))), 3, 1))
+  obs <- lay$obs
+  old <- graphics::par(mar = c(4, max(4, 0.5 * max(nchar(lay$terms))), 3, 1))
   on.exit(graphics::par(old))
-  graphics::plot(tab$estimate, y, xlim = rng, ylim = c(0.5, k + if (is.null(compare)) 0.5 else 1.2),
+  graphics::plot(lay$estimate, y, xlim = lay$xlim, ylim = c(0.5, k + if (is.null(obs)) 0.5 else 1.2),
                  yaxt = "n", pch = 19,
                  xlab = sprintf("estimate and %s%% interval", format(100 * x$conf.level)), ylab = "",
                  main = main %||% sprintf("Pooled over m = %d (rule %s)", x$m, x$rule), ...)
-  graphics::segments(lo, y, hi, y, lwd = 2)
-  clipped_lo <- !is.na(tab$conf.low) & tab$conf.low < lo
-  clipped_hi <- !is.na(tab$conf.high) & tab$conf.high > hi
-  if (any(clipped_lo)) graphics::arrows(tab$estimate[clipped_lo], y[clipped_lo], lo[clipped_lo], y[clipped_lo], length = 0.08, lwd = 2)
-  if (any(clipped_hi)) graphics::arrows(tab$estimate[clipped_hi], y[clipped_hi], hi[clipped_hi], y[clipped_hi], length = 0.08, lwd = 2)
+  graphics::segments(lay$lo, y, lay$hi, y, lwd = 2)
+  for (clip in list(list(lay$clip_lo, lay$lo), list(lay$clip_hi, lay$hi))) {
+    if (any(clip[[1]])) graphics::arrows(lay$estimate[clip[[1]]], y[clip[[1]]], clip[[2]][clip[[1]]], y[clip[[1]]],
+                                         length = 0.08, lwd = 2)
+  }
   if (!is.null(obs)) {
     graphics::points(obs$estimate.obs, y - 0.2, pch = 1, col = "firebrick")
     graphics::segments(obs$conf.low.obs, y - 0.2, obs$conf.high.obs, y - 0.2, col = "firebrick")
     graphics::legend("top", c("synthetic (pooled)", "real data"), pch = c(19, 1), horiz = TRUE,
                      col = c("black", "firebrick"), bty = "n", cex = 0.8)
   }
-  if (any(clipped_lo | clipped_hi)) {
+  if (any(lay$clip_lo | lay$clip_hi)) {
     graphics::mtext("arrows: interval continues beyond the plot", side = 3, line = 0.2, cex = 0.7)
   }
   graphics::abline(v = 0, lty = 3)
-  graphics::axis(2, at = y, labels = tab$term, las = 1, cex.axis = 0.8)
+  graphics::axis(2, at = y, labels = lay$terms, las = 1, cex.axis = 0.8)
   invisible(x)
 }
 
@@ -626,43 +421,17 @@ plot.dpsynth_pooled <- function(x, compare = NULL, intercept = FALSE, main = NUL
 #' @examplesIf dpsynthr:::python_available()
 #' d <- data.frame(g = factor(sample(c("a", "b", "c"), 300, TRUE)), x = rnorm(300))
 #' d$y <- d$x + rnorm(300)
-#' sch <- list(g = list(type = "categorical", categories = c("a", "b", "c")),
-#'             x = list(type = "numeric", lower = -4, upper = 4, bins = 8),
-#'             y = list(type = "numeric", lower = -6, upper = 6, bins = 8))
+#' sch <- dp_schema(d, bounds = list(x = c(-4, 4), y = c(-6, 6)), bins = 8)
 #' s <- dp_synthesize(d, "independent", epsilon = 2, m = 4, seed = 2, schema = sch)
 #' dp_wald(dp_lm(y ~ g + x, data = s), "g")
 #' @export
 dp_wald <- function(x, terms = NULL, null = NULL) {
-  if (!inherits(x, "dpsynth_pooled") || is.null(x$qhat)) {
-    stop("`x` must be a dpsynth_pooled object from dp_glm() or dp_lm()", call. = FALSE)
-  }
-  all_terms <- colnames(x$qhat)
-  if (is.null(terms)) terms <- setdiff(all_terms, "(Intercept)")
-  if (length(terms) == 1L && !terms %in% all_terms) {
-    terms <- all_terms[startsWith(all_terms, terms)]
-  }
-  if (!length(terms) || !all(terms %in% all_terms)) {
-    stop("`terms` must name coefficients of the model: ", paste(all_terms, collapse = ", "), call. = FALSE)
-  }
-  j <- match(terms, all_terms)
-  # as the engine's PooledResult.wald_test: the data sets valid (after the screens) for every
-  # term estimated somewhere
-  joint <- which(colSums(is.finite(x$qhat)) > 0)
-  ok <- apply(is.finite(x$qhat[, joint, drop = FALSE]), 1, all) &
-    vapply(x$uhat, function(u) !is.null(u) && all(is.finite(u[joint, joint])), NA)
-  if (sum(ok) < 2L) stop("fewer than 2 data sets are valid for every estimated term", call. = FALSE)
-  q <- x$qhat[ok, j, drop = FALSE]
-  u <- lapply(x$uhat[ok], function(v) v[j, j, drop = FALSE])
-  res <- py_try(dp_py()$inference$wald_test(py_nested(q), py_nested(u), rule = x$rule,
-                                            null = if (!is.null(null)) as.list(as.numeric(null)),
-                                            dfcom = py_num_or_null(x$dfcom, "dfcom"),
-                                            n_syn = if (!is.null(x$n_orig)) mean(x$nobs[ok]),
-                                            n_orig = x$n_orig,
-                                            names = as.list(terms)),
-                "dp_wald")
-  out <- py_plain(res)
-  keep <- c("statistic", "df1", "df2", "p.value", "riv", "rule", "m", "fallback")
-  df <- as.data.frame(out[intersect(keep, names(out))], stringsAsFactors = FALSE)
-  df$terms <- paste(terms, collapse = ", ")
-  nan_to_na(df)
+  need_fit(x, "x")
+  # term selection, the data sets valid for every term, the test: dpsynth.inference.wald_per_dataset
+  uhat <- lapply(x$uhat, function(u) if (!is.null(u)) py_nested(u))
+  res <- py_call(dp_py()$inference$wald_per_dataset, py_nested(x$qhat), uhat, as.list(colnames(x$qhat)),
+                 rule = x$rule, terms = terms,
+                 null = if (!is.null(null)) as.list(as.numeric(null)), dfcom = py_num_or_null(x$dfcom, "dfcom"),
+                 nobs = as.list(x$nobs), n_orig = py_num_or_null(x$n_orig, "n_orig"), what = "dp_wald")
+  as.data.frame(res, stringsAsFactors = FALSE)
 }

@@ -85,21 +85,10 @@ dp_py <- function() {
   mod
 }
 
-# TRUE if the engine can be imported; used by tests and examples to skip.
-python_available <- function() {
-  tryCatch({
-    dp_py()
-    TRUE
-  }, error = function(e) FALSE)
-}
-
-# TRUE if the converter (dpsynth.bridge, so the engine) is usable: r_to_pandas/pandas_to_r.
-pandas_available <- function() {
-  tryCatch({
-    dp_bridge()
-    TRUE
-  }, error = function(e) FALSE)
-}
+# TRUE if the engine and its converter (dpsynth.bridge: r_to_pandas/pandas_to_r) can be imported;
+# used by tests and examples to skip.
+python_available <- function() tryCatch(!is.null(dp_bridge()), error = function(e) FALSE)
+pandas_available <- python_available
 
 #' Situation report: is Python found, which versions
 #'
@@ -115,37 +104,22 @@ pandas_available <- function() {
 #' @export
 dpsynthr_sitrep <- function() {
   py <- dp_python_path()
-  ok <- FALSE
-  err <- NA_character_
-  versions <- c(dpsynth = NA_character_, numpy = NA_character_, pandas = NA_character_,
-                torch = NA_character_)
-  if (!is.null(py)) {
-    res <- tryCatch({ dp_py(); TRUE }, error = function(e) conditionMessage(e))
-    ok <- isTRUE(res)
-    if (!ok) err <- res
-    if (isTRUE(.dp_env$initialised)) {
-      meta <- reticulate::import("importlib.metadata")
-      for (m in names(versions)) {
-        versions[[m]] <- tryCatch(meta$version(m), error = function(e) NA_character_)
-      }
-      if (ok && is.na(versions[["dpsynth"]])) {
-        versions[["dpsynth"]] <- tryCatch(reticulate::py_to_r(dp_py()$`__version__`),
-                                          error = function(e) NA_character_)
-      }
-      py <- reticulate::py_config()$python
-    }
+  res <- if (is.null(py)) NA_character_ else tryCatch({ dp_py(); TRUE }, error = function(e) conditionMessage(e))
+  ok <- isTRUE(res)
+  versions <- c(dpsynth = NA_character_, numpy = NA_character_, pandas = NA_character_, torch = NA_character_)
+  if (isTRUE(.dp_env$initialised)) {
+    meta <- reticulate::import("importlib.metadata")
+    versions[] <- vapply(names(versions), function(m) tryCatch(meta$version(m), error = function(e) NA_character_), "")
+    if (ok && is.na(versions[["dpsynth"]])) versions[["dpsynth"]] <- reticulate::py_to_r(dp_py()$`__version__`)
+    py <- reticulate::py_config()$python
   }
-  out <- list(r = R.version$version.string,
-              reticulate = as.character(utils::packageVersion("reticulate")),
-              python = if (is.null(py)) NA_character_ else py,
-              dpsynth_ok = ok, error = err, versions = versions)
-  cat("dpsynthr situation report\n",
-      "  R:          ", out$r, "\n",
-      "  reticulate: ", out$reticulate, "\n",
-      "  Python:     ", if (is.na(out$python)) "not found" else out$python, "\n",
-      "  engine:     ", if (ok) "dpsynth imports" else paste("dpsynth does NOT import:", err), "\n", sep = "")
-  for (m in names(versions)) {
-    cat(sprintf("  %-11s %s\n", paste0(m, ":"), if (is.na(versions[[m]])) "-" else versions[[m]]))
-  }
+  out <- list(r = R.version$version.string, reticulate = as.character(utils::packageVersion("reticulate")),
+              python = py %||% NA_character_, dpsynth_ok = ok, error = if (ok) NA_character_ else res,
+              versions = versions)
+  cat("dpsynthr situation report\n", sprintf("  %-11s %s\n", c("R:", "reticulate:", "Python:", "engine:",
+                                                              paste0(names(versions), ":")),
+                                             c(out$r, out$reticulate, if (is.null(py)) "not found" else py,
+                                               if (ok) "dpsynth imports" else paste("dpsynth does NOT import:", res),
+                                               ifelse(is.na(versions), "-", versions))), sep = "")
   invisible(out)
 }

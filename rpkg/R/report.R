@@ -26,8 +26,7 @@
 #' @examplesIf dpsynthr:::python_available() && rmarkdown::pandoc_available()
 #' d <- data.frame(x = rnorm(200))
 #' d$y <- 1 + d$x + rnorm(200)
-#' sch <- list(x = list(type = "numeric", lower = -4, upper = 4, bins = 16),
-#'             y = list(type = "numeric", lower = -5, upper = 7, bins = 16))
+#' sch <- dp_schema(d, bounds = list(x = c(-4, 4), y = c(-5, 7)))
 #' s <- dp_synthesize(d, "independent", epsilon = 1, m = 3, seed = 1, schema = sch)
 #' out <- dp_report(s, y ~ x, file = tempfile(fileext = ".html"))
 #' file.exists(out)
@@ -37,8 +36,7 @@ dp_report <- function(x, formula = NULL, family = gaussian, file = "report.html"
   synthesis <- NULL
   if (inherits(x, "dpsynth_synds")) {
     if (is.null(formula)) stop("give the model: dp_report(s, formula = y ~ x, family = ...)", call. = FALSE)
-    synthesis <- list(method = x$method, m = x$m, ledger = x$ledger, diagnostics = x$diagnostics,
-                      missing_assumption = x$missing_assumption, missing_share = x$missing_share)
+    synthesis <- unclass(x)[c("method", "m", "ledger", "diagnostics", "missing_assumption", "missing_share")]
     pooled <- dp_glm(formula, family = as_family(family, parent.frame()), data = x, rule = rule, ...)
   } else if (inherits(x, "dpsynth_pooled")) {
     pooled <- x

@@ -49,48 +49,25 @@
 #' @export
 dp_schema <- function(data, bounds = list(), levels = list(), bins = 16L, epsilon = NULL, delta = NULL,
                       seed = NULL, missing = NULL) {
-  if (!is.data.frame(data)) stop("`data` must be a data.frame", call. = FALSE)
-  named_list <- function(x, what) {
-    if (is.null(x)) return(list())
-    if (!is.list(x) || (length(x) && is.null(names(x)))) {
-      stop(sprintf("`%s` must be a named list, e.g. %s = list(age = %s)", what, what,
-                   if (what == "levels") 'c("a", "b")' else "c(0, 100)"), call. = FALSE)
-    }
-    x
-  }
-  bounds <- named_list(bounds, "bounds")
-  levels <- named_list(levels, "levels")
-  undeclared <- function(test, given) setdiff(names(data)[vapply(data, test, NA)], names(given))
-  need_b <- undeclared(function(x) is.numeric(x) && !is.factor(x), bounds)
-  need_l <- undeclared(is.character, levels)
-  if ((length(need_b) || length(need_l)) && is.null(epsilon)) {
-    stop(if (length(need_b)) sprintf("numeric columns without bounds: %s; declare public bounds:\n  dp_schema(data, bounds = list(%s))\n",
-                                    paste(need_b, collapse = ", "), paste0(need_b, " = c(lo, hi)", collapse = ", ")),
-         if (length(need_l)) sprintf("character columns without categories: %s; declare them with levels = list(...) or make them factors\n",
-                                    paste(need_l, collapse = ", ")),
-         "or learn them under differential privacy (charged to every release's ledger): dp_schema(data, epsilon = 0.1",
-         if (length(need_l)) ", delta = 1e-6", ")", call. = FALSE)
-  }
+  need(data, "data.frame", "data", "a data.frame")
+  # a named list -> a dict of Python lists; anything else goes as it is, for the engine to refuse
+  by_column <- function(x, as) if (is.list(x) && length(x)) lapply(x, function(v) as.list(as(v))) else if (length(x)) x
+  # undeclared domains, and bounds or levels not given by column, are errors (worded for R) in the
+  # engine: Schema.from_dataframe(syntax = "r")
   bins <- if (is.list(bins)) lapply(bins, as.integer) else as.integer(bins)
   sch <- py_try(dp_py()$Schema$from_dataframe(
-    r_to_pandas(data), bounds = if (length(bounds)) lapply(bounds, function(b) as.list(as.numeric(b))),
-    levels = if (length(levels)) lapply(levels, function(l) as.list(as.character(l))), bins = bins,
+    r_to_pandas(data), bounds = by_column(bounds, as.numeric), levels = by_column(levels, as.character), bins = bins,
     epsilon = py_num_or_null(epsilon, "epsilon"), delta = py_num_or_null(delta, "delta"),
     seed = if (!is.null(seed)) as.integer(seed),
-    missing = if (isTRUE(missing)) TRUE else if (length(missing)) as.list(as.character(missing))), "dp_schema")
-  structure(schema_to_r(sch), class = "dpsynth_schema")
+    missing = if (isTRUE(missing)) TRUE else if (length(missing)) as.list(as.character(missing)), syntax = "r"),
+    "dp_schema")
+  structure(py_r(sch$to_dict()), class = "dpsynth_schema")
 }
 
 #' @export
 print.dpsynth_schema <- function(x, ...) {
-  domain <- vapply(x$columns, function(c) {
-    if (identical(c$type, "categorical")) return(paste(unlist(c$categories), collapse = ", "))
-    sprintf("[%s, %s], %s bins%s", c$lower, c$upper, c$bins %||% 16L, if (isTRUE(c$integer)) ", integer" else "")
-  }, "")
-  cat("Public schema (", length(domain), " columns)\n", sep = "")
-  domain[] <- paste0(domain, ifelse(vapply(x$columns, function(c) isTRUE(c$missing), NA), " (may be missing)", ""))
-  print(data.frame(column = names(domain), type = vapply(x$columns, `[[`, "", "type"), domain = domain,
-                   source = vapply(x$columns, function(c) c$source %||% "", ""), row.names = NULL), right = FALSE)
+  cat("Public schema (", length(x$columns), " columns)\n", sep = "")
+  print(py_r(schema_to_py(x)$describe()), right = FALSE)  # column, type, domain, source: dpsynth.Schema.describe
   if (!is.null(x$privacy)) {
     cat(sprintf("Learned under DP: epsilon = %s, delta = %s (%d spends), charged to every release's ledger\n",
                 x$privacy$epsilon, x$privacy$delta, length(x$privacy$spends)))
@@ -98,30 +75,14 @@ print.dpsynth_schema <- function(x, ...) {
   invisible(x)
 }
 
-# Schema <-> R list via JSON, so that one-element category lists stay lists
-# and nulls stay nulls (reticulate's list conversion simplifies both).
-schema_to_r <- function(schema_py) {
-  json <- reticulate::import("json", convert = FALSE)
-  jsonlite::fromJSON(reticulate::py_to_r(json$dumps(schema_py$to_dict())),
-                     simplifyVector = FALSE)
-}
-
+# An R schema (list, dpsynth_schema, or JSON path) -> the engine's Schema (dpsynth.bridge.schema_from_r
+# boxes one-element category vectors, which R cannot tell from scalars).
 schema_to_py <- function(schema) {
-  dp <- dp_py()
-  if (is.character(schema) && length(schema) == 1L) return(dp$Schema$from_json(schema))
-  if (!is.list(schema)) {
-    stop("`schema` must be a list (from dp_schema(), or as attr(dp_dataset(...), \"dp_schema\")) or a path ",
-         "to a schema JSON file", call. = FALSE)
+  if (is.null(schema)) {
+    stop("no public schema: pass `schema = dp_schema(data, bounds = list(...))` (or a list or a JSON path); ",
+         "dpsynthr never reads categories or bounds from the private data for free", call. = FALSE)
   }
-  schema <- unclass(schema)
-  # Keep vectors such as `categories = "a"` as JSON arrays.
-  protect <- function(cols) lapply(cols, function(col) {
-    if (is.list(col) && !is.null(col$categories) && is.atomic(col$categories)) {
-      col$categories <- I(col$categories)
-    }
-    col
-  })
-  if (is.list(schema[["columns"]])) schema[["columns"]] <- protect(schema[["columns"]]) else schema <- protect(schema)
-  txt <- as.character(jsonlite::toJSON(schema, auto_unbox = TRUE, null = "null", digits = NA))
-  dp$Schema$from_dict(reticulate::import("json", convert = FALSE)$loads(txt))
+  if (is.character(schema) && length(schema) == 1L) return(dp_py()$Schema$from_json(schema))
+  py_try(dp_bridge()$schema_from_r(as.character(jsonlite::toJSON(unclass(schema), auto_unbox = TRUE, null = "null",
+                                                                  digits = NA))), "schema")
 }

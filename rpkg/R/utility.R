@@ -31,8 +31,7 @@
 #'   `attr(x, "per_dataset")` (measures x data sets).
 #' @examplesIf dpsynthr:::python_available()
 #' d <- data.frame(g = factor(sample(c("a", "b"), 300, TRUE)), x = rnorm(300))
-#' sch <- list(g = list(type = "categorical", categories = c("a", "b")),
-#'             x = list(type = "numeric", lower = -4, upper = 4, bins = 16))
+#' sch <- dp_schema(d, bounds = list(x = c(-4, 4)))
 #' s <- dp_synthesize(d, "independent", epsilon = 1, m = 2, seed = 1, schema = sch)
 #' dp_utility(d, s, schema = sch)
 #' @export
@@ -40,67 +39,40 @@ dp_utility <- function(real, s, schema = attr(real, "dp_schema"), k = 1:2, pmse 
                        pmse_method = c("logit", "cart"), tvd_mode = c("paper", "schema")) {
   pmse_method <- match.arg(pmse_method)
   tvd_mode <- match.arg(tvd_mode)
-  if (!is.data.frame(real)) stop("`real` must be a data.frame", call. = FALSE)
-  if (is.null(schema)) {
-    stop("no public schema: pass `schema =` (a list or a JSON path)", call. = FALSE)
-  }
+  need(real, "data.frame", "real", "a data.frame")
   frames <- synthetic_frames(s)
-  k <- as.integer(k)
-  metrics <- reticulate::import("dpsynth.metrics", convert = FALSE)
-  schema_py <- schema_to_py(schema)
-  real_py <- r_to_pandas(real)
-  per <- lapply(frames, function(d) {
-    syn_py <- r_to_pandas(d)
-    tv <- vapply(k, function(kk) {
-      as.numeric(py_plain(py_try(metrics$tvd(real_py, syn_py, schema_py, k = kk, mode = tvd_mode),
-                                 "dp_utility (tvd)")))
-    }, 0)
-    names(tv) <- sprintf("tvd_%dway", k)
-    if (!pmse) return(tv)
-    pm <- py_plain(py_try(metrics$pmse(real_py, syn_py, method = pmse_method, schema = schema_py)$to_dict(),
-                          "dp_utility (pmse)"))
-    c(tv, pmse = pm$pmse, s_pmse = pm$s_pmse)
-  })
-  mat <- do.call(cbind, per)
-  colnames(mat) <- paste0("syn", seq_along(frames))
-  out <- data.frame(measure = rownames(mat), value = apply(mat, 1, mean),
-                    sd = if (ncol(mat) > 1) apply(mat, 1, stats::sd) else NA_real_,
-                    min = apply(mat, 1, min), max = apply(mat, 1, max),
-                    stringsAsFactors = FALSE, row.names = NULL)
-  structure(out, per_dataset = mat, pmse_method = if (pmse) pmse_method, tvd_mode = tvd_mode,
+  # the measures, per data set and summarised: dpsynth.metrics.utility
+  out <- py_call(reticulate::import("dpsynth.metrics", convert = FALSE)$utility, r_to_pandas(real),
+                 lapply(frames, r_to_pandas), schema_to_py(schema), k = as.list(as.integer(k)), pmse = pmse,
+                 pmse_method = pmse_method, tvd_mode = tvd_mode, what = "dp_utility")
+  per <- as.matrix(out$per_dataset[-1L])
+  rownames(per) <- out$per_dataset$measure
+  structure(out$summary, per_dataset = per, title = out$title, notes = unlist(out$notes),
             class = c("dpsynth_utility", "data.frame"))
 }
 
 #' @export
 print.dpsynth_utility <- function(x, digits = 4, ...) {
-  m <- ncol(attr(x, "per_dataset"))
-  cat(sprintf("Utility of %d synthetic data set(s) against the real data (mean over data sets)\n", m))
-  df <- x
-  class(df) <- "data.frame"
-  attr(df, "per_dataset") <- NULL
-  num <- vapply(df, is.numeric, NA)
-  df[num] <- lapply(df[num], signif, digits = digits)
+  writeLines(attr(x, "title"))  # the title and the notes are the engine's (dpsynth.metrics.utility)
+  df <- data.frame(unclass(x)[names(x)], stringsAsFactors = FALSE)
+  df[] <- lapply(df, function(v) if (is.numeric(v)) signif(v, digits) else v)
   print(df, row.names = FALSE)
-  cat(sprintf("TVD: mean total variation distance over all k-way marginals (mode '%s'; 0 = identical).\n",
-              attr(x, "tvd_mode")))
-  if (!is.null(attr(x, "pmse_method"))) {
-    cat(sprintf("pMSE: %s propensity model; S_pMSE = pMSE / its null expectation (about 1 is ideal; < 3 is usually called good).\n",
-                attr(x, "pmse_method")))
-  }
-  cat("Computed from the real data: not differentially private.\n")
+  writeLines(attr(x, "notes"))
   invisible(x)
 }
 
 #' Distinguishing audit of a generator's privacy claim
 #'
 #' The engine's `dpsynth.audit.distinguishing_audit()`: runs the generator
-#' `runs` times on each of two neighbouring data sets D and D' (D' has one
-#' unique row added), counts that row in each synthetic output, and turns the
-#' best threshold test's error rates (Clopper-Pearson bounds at level
-#' `alpha`) into `eps_lo`, an empirical lower bound on the epsilon the
-#' generator really has. `passed` is `eps_lo <= eps_claimed` (the ledger's
-#' total). A pass is not a proof of privacy: with `runs` per side the audit
-#' cannot detect more than about `max_power`.
+#' `runs` times on each of two neighbouring data sets D and D' (in D' one row
+#' is replaced by a unique row), counts that row in each synthetic output, and
+#' turns the best threshold test's error rates (Clopper-Pearson bounds at
+#' level `alpha`) into `eps_lo`, an empirical lower bound on the epsilon the
+#' generator really has. `passed` is `eps_lo <= claim_epsilon`, the ledger's
+#' total (`eps_claimed`) for this pair of data sets under the generator's
+#' neighbouring `relation` (twice the ledger's epsilon under add/remove, where
+#' a replaced row is two steps). A pass is not a proof of privacy: with `runs`
+#' per side the audit cannot detect more than about `max_power`.
 #'
 #' @param method A generator name (as for [dp_synthesize()]).
 #' @param epsilon,delta The budget given to the generator.
@@ -109,10 +81,11 @@ print.dpsynth_utility <- function(x, digits = 4, ...) {
 #' @param alpha Significance level of the bound.
 #' @param seed Seed for a repeatable audit (`NULL`: OS entropy).
 #' @param ... Further generator options.
-#' @return An object of class `dpsynth_audit`: a list with `method`,
-#'   `eps_claimed`, `eps_lo`, `passed`, `threshold`, `false_positives`,
-#'   `false_negatives`, `runs_per_side`, `evaluated_per_side`, `alpha`,
-#'   `max_power`.
+#' @return An object of class `dpsynth_audit`: a list with `method`, `pair`,
+#'   `relation`, `eps_claimed`, `claim_epsilon`, `claim_delta`, `eps_lo`,
+#'   `passed`, `threshold`, `false_positives`, `false_negatives`,
+#'   `runs_per_side`, `evaluated_per_side`, `alpha`, `max_power`, and
+#'   `report` (the lines print shows).
 #' @examplesIf dpsynthr:::python_available()
 #' dp_audit("independent", epsilon = 1, runs = 20, seed = 1)
 #' @export
@@ -120,25 +93,15 @@ dp_audit <- function(method, epsilon, delta = NULL, runs = 300, n_rows = 40, alp
                      seed = NULL, ...) {
   if (!is.character(method) || length(method) != 1L) stop("`method` must be a generator name", call. = FALSE)
   audit <- reticulate::import("dpsynth.audit", convert = FALSE)
-  res <- py_try(audit$distinguishing_audit(method, as.numeric(epsilon),
-                                           delta = py_num_or_null(delta, "delta"),
-                                           runs = as.integer(runs), n_rows = as.integer(n_rows),
-                                           alpha = as.numeric(alpha),
-                                           seed = if (!is.null(seed)) as.integer(seed), ...),
-                "dp_audit")
-  structure(py_plain(res), class = "dpsynth_audit")
+  res <- py_call(audit$distinguishing_audit, method, as.numeric(epsilon), delta = py_num_or_null(delta, "delta"),
+                 runs = as.integer(runs), n_rows = as.integer(n_rows), alpha = as.numeric(alpha),
+                 seed = if (!is.null(seed)) as.integer(seed), ..., what = "dp_audit")
+  res$report <- unlist(py_call(audit$audit_report, res, what = "dp_audit"))
+  structure(res, class = "dpsynth_audit")
 }
 
 #' @export
 print.dpsynth_audit <- function(x, ...) {
-  cat(sprintf("Distinguishing audit of '%s' (%d runs per side, %d evaluated)\n",
-              x$method, as.integer(x$runs_per_side), as.integer(x$evaluated_per_side)))
-  cat(sprintf("  claimed epsilon (ledger):       %s\n", format(signif(x$eps_claimed, 4))))
-  cat(sprintf("  empirical lower bound eps_lo:   %s  (Clopper-Pearson, alpha = %s)\n",
-              format(signif(x$eps_lo, 4)), format(x$alpha)))
-  cat(sprintf("  false positives / negatives:    %d / %d\n",
-              as.integer(x$false_positives), as.integer(x$false_negatives)))
-  cat(sprintf("  result: %s\n", if (isTRUE(x$passed)) "passed (eps_lo <= claim)" else "FAILED (eps_lo > claim)"))
-  cat(sprintf("  (this audit cannot detect epsilon above about %s)\n", format(signif(x$max_power, 3))))
+  writeLines(x$report)  # worded by the engine: dpsynth.audit.audit_report
   invisible(x)
 }

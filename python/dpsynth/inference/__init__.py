@@ -4,9 +4,10 @@
   for numbers the analyst computed; `wald_test` — the multivariate D1 test (rules.py);
 * `fit_pooled` — one statsmodels fit per dataset, pooled into a `PooledResult` with mice's
   columns and a statsmodels-style summary (fit.py); `pool_fits` — the same pooling policy for fits
-  made elsewhere (dpsynthr sends R's lm/glm estimates and covariances here);
+  made elsewhere (dpsynthr sends R's lm/glm estimates and covariances here), and `wald_per_dataset`,
+  the joint test on the per-dataset pieces such a pool keeps;
 * `compare_fit` — the pooled fit beside the real-data fit: standardised differences and CI
-  overlap (compare.py).
+  overlap (compare.py; `compare_estimates` for a real-data fit made elsewhere).
 
 >>> import dpsynth
 >>> tab = dpsynth.pool([1.0, 1.2, 0.9, 1.1, 1.05], [0.04, 0.05, 0.045, 0.05, 0.048], rule="reiter2003")
@@ -14,10 +15,10 @@
 0.0491
 """
 from .compare import CompareFit, ci_overlap, compare_fit
-from .fit import DegenerateFitWarning, NotNoiseAwareWarning, PooledResult, fit_pooled, pool_fits
+from .fit import DegenerateFitWarning, NotNoiseAwareWarning, PooledResult, fit_pooled, pool_fits, wald_per_dataset
 from .rules import RULES, barnard_rubin, pool, wald_test
 
 D1 = wald_test
 
-__all__ = ["RULES", "pool", "wald_test", "D1", "barnard_rubin", "fit_pooled", "pool_fits", "PooledResult", "NotNoiseAwareWarning",
+__all__ = ["RULES", "pool", "wald_test", "D1", "barnard_rubin", "fit_pooled", "pool_fits", "wald_per_dataset", "PooledResult", "NotNoiseAwareWarning",
            "DegenerateFitWarning", "compare_fit", "CompareFit", "ci_overlap"]

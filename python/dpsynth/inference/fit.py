@@ -55,9 +55,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..analyses import UncongenialAnalysisWarning, congeniality_messages, quote_columns, uncongenial_text
+from ..analyses import quote_columns, warn_uncongenial
 from .rules import (NESTED_RULES, RULES, SYNTHETIC_LIKE, ScalarPool, _check_level, _select, check_rule,
-                    d1_from_moments, pool_terms, scalar_table, size_ratio)
+                    d1_from_moments, pool_terms, scalar_table, size_ratio, wald_test)
 
 _OUTCOME_RE = re.compile(r"""^\s*(?:Q\(\s*(['"])(?P<quoted>.+)\1\s*\)|(?P<bare>[A-Za-z_][A-Za-z0-9_.]*))\s*$""")
 
@@ -398,11 +398,11 @@ class PooledResult:
     ``congeniality`` (what the formula needs that the generator's released queries do not carry;
     empty when they carry it all or the queries are unknown).
     Methods: ``to_frame()`` (mice's columns), ``summary()`` (statsmodels Summary), ``params``,
-    ``bse``, ``pvalues``, ``conf_int()``, ``cov_params()``, ``wald_test(terms)``.
+    ``bse``, ``pvalues``, ``conf_int()``, ``cov_params()``, ``wald_test(terms)``, ``per_dataset()``.
     """
 
     def __init__(self, *, table, rule, formula, family, fits, dropped, dfcom, n_ratio, conf_level,
-                 shape, cov, complete_moments, outcome_note, congeniality=()):
+                 shape, cov, complete_moments, outcome_note, congeniality=(), screened=None):
         self._table = table
         self.rule = rule
         self.formula = formula
@@ -417,6 +417,7 @@ class PooledResult:
         self._moments = complete_moments
         self.outcome_note = outcome_note
         self.congeniality = list(congeniality)
+        self._screened = screened  # (estimates, valid): datasets x terms, after the screens
 
     # statsmodels-like accessors
     @property
@@ -472,6 +473,30 @@ class PooledResult:
                               dfcom=None if not np.isfinite(self.dfcom) else self.dfcom, ratio=self.n_ratio)
         out["terms"] = [joint[i] for i in idx]
         return out
+
+    def per_dataset(self) -> dict:
+        """The per-dataset pieces after the screens, for a joint test made later (dpsynthr keeps them
+        in its pooled object for ``dp_wald``; `wald_per_dataset` tests them): ``terms`` (the table's);
+        ``qhat`` (datasets x terms; NaN where a coefficient was not estimated or was screened out);
+        ``uhat`` (per dataset a terms x terms covariance matrix, NaN where not estimated; None for a
+        dropped dataset); ``nobs`` (rows used per dataset).
+
+        >>> res = pool_fits([{"a": 1.0}, {"a": 1.2}, {"a": 0.9}], [[[0.04]], [[0.05]], [[0.04]]], df_resid=[49] * 3)
+        >>> res.per_dataset()["qhat"].tolist()
+        [[1.0], [1.2], [0.9]]
+        """
+        est, valid = self._screened
+        terms = self.terms
+        uhat = []
+        for f in self.fits:
+            if f.error is not None:
+                uhat.append(None)
+                continue
+            u = pd.DataFrame(np.nan, index=terms, columns=terms)
+            u.loc[list(f.cov.index), list(f.cov.columns)] = f.cov.to_numpy()
+            uhat.append(u.to_numpy())
+        return {"terms": terms, "qhat": np.where(valid, est, np.nan), "uhat": uhat,
+                "nobs": [f.nobs for f in self.fits]}
 
     def _dropped_text(self) -> str:
         if self.dropped.empty:
@@ -564,10 +589,7 @@ def _check_congeniality(data, formula, columns) -> list[str]:
         return []
     schema = getattr(data, "schema", None)
     names = list(schema.names) if schema is not None and hasattr(schema, "names") else list(columns)
-    messages = congeniality_messages(formula, names, queries)
-    if messages:
-        warnings.warn(uncongenial_text(formula, messages), UncongenialAnalysisWarning, stacklevel=3)
-    return messages
+    return warn_uncongenial(formula, names, queries, stacklevel=3)
 
 
 def fit_pooled(data, formula: str, family="gaussian", rule: str = "synthetic", *, dfcom=None,
@@ -643,6 +665,47 @@ def fit_pooled(data, formula: str, family="gaussian", rule: str = "synthetic", *
                               outcome_note=outcome_note, congeniality=congeniality, stacklevel=3)
 
 
+def wald_per_dataset(qhat, uhat, names, rule: str = "synthetic", *, terms=None, null=None, dfcom=None, nobs=None,
+                     n_orig=None) -> dict:
+    """`PooledResult.wald_test` from the pieces of `PooledResult.per_dataset` kept elsewhere (dpsynthr's
+    ``dp_wald`` on its pooled object): ``qhat`` (m x p; NaN = not estimated or screened out), ``uhat``
+    (m p x p covariance matrices; None for a dropped dataset), ``names`` (the p terms).
+
+    ``terms``: the tested coefficients' names, or one string that is not a name, matched as a prefix
+    (``"race"``: every race dummy); default: all but the intercept. As `PooledResult.wald_test`, the
+    test uses the datasets valid for every term estimated somewhere; the synthetic rule's fallback
+    uses n_syn = their mean ``nobs`` when ``n_orig`` is given. Returns `wald_test`'s dict (statistic,
+    df1, df2, p.value, riv, rule, m, fallback) with ``terms``, the tested names joined by ", ".
+
+    >>> q = [[1.0, 0.5, 0.2], [1.1, 0.4, 0.3], [0.9, 0.6, float("nan")], [1.0, 0.5, 0.25]]
+    >>> res = wald_per_dataset(q, [np.eye(3) * 0.01] * 4, ["(Intercept)", "gb", "gc"], rule="mi", terms="g")
+    >>> res["terms"], res["m"], res["df1"]
+    ('gb, gc', 3, 2)
+    """
+    names = [str(n) for n in names]
+    qhat = np.asarray(qhat, dtype=float).reshape(len(uhat), len(names))
+    if terms is None:
+        terms = [n for n in names if n not in ("(Intercept)", "Intercept")]
+    elif isinstance(terms, str):
+        terms = [terms] if terms in names else [n for n in names if n.startswith(terms)]
+    terms = [str(t) for t in terms]
+    if not terms or any(t not in names for t in terms):
+        raise ValueError("`terms` must name coefficients of the model: " + ", ".join(names))
+    idx = [names.index(t) for t in terms]
+    joint = np.flatnonzero(np.isfinite(qhat).any(axis=0))
+    ok = np.array([u is not None and np.isfinite(q[joint]).all()
+                   and np.isfinite(np.asarray(u, dtype=float)[np.ix_(joint, joint)]).all()
+                   for q, u in zip(qhat, uhat)], dtype=bool)
+    if ok.sum() < 2:
+        raise ValueError("fewer than 2 data sets are valid for every estimated term")
+    covs = [np.asarray(u, dtype=float)[np.ix_(idx, idx)].tolist() for u, keep in zip(uhat, ok) if keep]
+    n_syn = float(np.mean(np.asarray(nobs, dtype=float)[ok])) if nobs is not None and n_orig is not None else None
+    out = wald_test(qhat[ok][:, idx].tolist(), covs, rule=rule, null=null, dfcom=dfcom, n_syn=n_syn,
+                    n_orig=n_orig if n_syn is not None else None, names=terms)
+    out["terms"] = ", ".join(terms)
+    return out
+
+
 def warn_not_noise_aware(rule, noise_aware, m, method, stacklevel=2) -> None:
     """Warn (NotNoiseAwareWarning) when the "synthetic" rule meets datasets that all come from one
     fitted model (``noise_aware`` False): the rule's intervals then ignore the DP noise."""
@@ -700,7 +763,8 @@ def _pool_dataset_fits(fits, terms, *, rule, shape, dfcom, n_orig, level, se_rat
                       DegenerateFitWarning, stacklevel=stacklevel)
     return PooledResult(table=table, rule=rule, formula=formula, family=family, fits=fits, dropped=dropped,
                         dfcom=dfcom_used, n_ratio=n_ratio, conf_level=level, shape=shape, cov=cov,
-                        complete_moments=moments, outcome_note=outcome_note, congeniality=congeniality)
+                        complete_moments=moments, outcome_note=outcome_note, congeniality=congeniality,
+                        screened=(est, valid))
 
 
 def pool_fits(params, covs, rule: str = "synthetic", *, nobs=None, df_resid=None, errors=None, notes=None,

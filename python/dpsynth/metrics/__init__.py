@@ -1,4 +1,5 @@
-"""Utility metrics for synthetic data: k-way TVD, pMSE / S_pMSE, train-synthetic/test-real F1.
+"""Utility metrics for synthetic data: k-way TVD, pMSE / S_pMSE, train-synthetic/test-real F1, and
+`utility` (TVD and pMSE of m datasets in one table).
 
 >>> import dpsynth
 >>> df, schema = dpsynth.load_dataset("adult")
@@ -9,6 +10,7 @@ from .cart import RpartLikeTree
 from .f1 import ADULT_TARGETS, BANK_TARGETS, CLASSIFIERS, PAPER_TARGETS, F1Result, f1_average, make_classifier
 from .pmse import PMSEResult, pmse
 from .tvd import tvd
+from .utility import utility
 
-__all__ = ["tvd", "pmse", "PMSEResult", "f1_average", "F1Result", "CLASSIFIERS", "PAPER_TARGETS", "ADULT_TARGETS",
+__all__ = ["tvd", "pmse", "utility", "PMSEResult", "f1_average", "F1Result", "CLASSIFIERS", "PAPER_TARGETS", "ADULT_TARGETS",
            "BANK_TARGETS", "make_classifier", "RpartLikeTree"]

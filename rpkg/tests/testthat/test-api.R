@@ -34,11 +34,11 @@ test_that("dp_synthesize needs a schema", {
 test_that("an R schema list reaches Python intact (one-category lists stay lists)", {
   skip_if_no_engine()
   sch <- c(toy_schema, list(one = list(type = "categorical", categories = "only")))
-  back <- schema_to_r(schema_to_py(sch))
+  back <- py_r(schema_to_py(sch)$to_dict())
   expect_equal(unlist(back$columns$one$categories), "only")
   expect_equal(unlist(back$columns$sex$categories), c("F", "M", "X"))
   expect_equal(back$columns$age$upper, 90)
-  expect_identical(schema_to_r(schema_to_py(back)), back)
+  expect_identical(py_r(schema_to_py(back)$to_dict()), back)
 })
 
 test_that("dp_synthesize returns a plain R dpsynth_synds that survives saveRDS", {

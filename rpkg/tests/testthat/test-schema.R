@@ -44,6 +44,9 @@ test_that("mice::boys: dp_schema -> dp_synthesize -> with() -> dp_pool equals Py
   expect_s3_class(mice::pool.syn(fit), "mipo")
   expect_s3_class(mice::pool(fit), "mipo")
   expect_output(print(fit), "mira")
+  # and the release as a mids: the same fits through mice's with()
+  imp_fit <- with(dp_as_mids(res), lm(wgt ~ age + reg))
+  expect_equal(summary(mice::pool.syn(imp_fit)), summary(mice::pool.syn(fit)))
 })
 
 test_that("dp_schema without bounds names every numeric column and shows the fix; epsilon pays for them", {
