@@ -1,10 +1,7 @@
-# Column-by-column conversion between R data.frames and pandas DataFrames.
-# Each R column is sent as plain lists (codes / values) plus an explicit NA
-# mask to the engine's converter, dpsynth.bridge (the one R <-> pandas
-# converter of the project, also used by its rpy2 checks), which builds the
-# pandas column; the reverse direction gets the same pieces back.
-# reticulate's own data.frame conversion is never used: in 1.28 it loses NA
-# in integer, logical and categorical columns.
+# Column-by-column conversion between R data.frames and pandas DataFrames, both ways through the
+# engine's converter dpsynth.bridge (the project's one R <-> pandas converter, also used by its rpy2
+# checks). reticulate's own data.frame conversion is never used: in 1.28 it loses NA in integer,
+# logical and categorical columns.
 
 dp_bridge <- function() {
   if (is.null(.dp_env$bridge)) {

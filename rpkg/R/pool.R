@@ -1,8 +1,8 @@
 # Pooled analyses: R's own lm/glm on each synthetic data set (dp_glm, dp_lm,
 # or with() on a dpsynth_synds), pooled by the engine. R fits the models and
 # collects each fit's coefficients and covariance matrix; the pooling policy
-# (combining rules, screens of degenerate fits, notes and warnings) lives once,
-# in Python: dpsynth.inference.pool_fits and dpsynth.pool.
+# (combining rules, screens of degenerate fits, notes and warnings) and the
+# printout live once, in Python: dpsynth.inference and dpsynth.bridge.
 
 #' Pool analyses of synthetic data sets (the engine's combining rules)
 #'
@@ -123,7 +123,9 @@ new_pooled <- function(out, call, conf.level, ...) {
 #' standard error is not finite, not positive or more than `se_ratio` times
 #' the median over the data sets (or above `se_limit`) is dropped for that
 #' data set. Each term is pooled over the data sets where it is valid (the
-#' `m` column says how many); a term valid in fewer than 2 gets `NA`.
+#' `m` column says how many); a term valid in fewer than 2 gets `NA`. The
+#' engine's warnings are R warnings of class `dpsynth_degenerate_fit_warning`,
+#' `dpsynth_not_noise_aware_warning` or `dpsynth_uncongenial_warning`.
 #'
 #' @param formula A model formula, e.g. `income ~ age + sex + race`.
 #' @param family A family function, object or name, as for [stats::glm()].
