@@ -74,23 +74,24 @@ synthetic data (``dpsynth.fit_pooled(..., rule="synthetic")``).
   incomplete data the dense one with one n per group. The synthetic
   data are complete and estimate the complete-data distribution; valid when values are missing
   completely at random (MCAR).
-- ``"mar"``: valid under missing at random (MAR). Each column in ``incomplete`` (public
-  knowledge; default all) gets its missing value as an extra level, so the tables over it measure
-  its response indicator R_j jointly with the other columns (the ledger says so). Synthetic rows
-  are drawn from the fitted joint, and every missing-level cell is then filled in from the model's
-  conditional given the row's other values with the missing level excluded
-  (:meth:`MaxEntModel.complete`): p(x_j | x_−j, R_j = observed), the MAR identification, each
-  dataset with its own posterior draw, so posterior uncertainty reaches the completed datasets
-  and ``fit_pooled(rule="synthetic")`` applies. Validity needs every column that drives the
-  missingness in a measured table with x_j (name it in ``analyses=`` or ``queries=``). Known
-  limit (bench/napsu_missing.py): when most rows miss several cells (20 % MCAR on all ten Adult
-  columns) the pooled intervals under-cover (4–5 of 7 coefficients in the two repeats run): a
-  log-linear model over "value or missing" levels cannot represent the observed-data distribution
-  once several columns are summed out, so the completion is biased.
-  ``result.missing_assumption`` and ``result.missing_share`` (noisy, from the release) go into the
-  reports. MNAR cannot be identified from the data: ``mnar_shift={col: δ}`` adds δ per level index
-  to the log-odds of the filled-in values (δ-adjustment sensitivity analysis, as mice's NARFCS);
-  the report then says "MNAR sensitivity analysis" instead of claiming validity.
+- ``"mar"``: each column in ``incomplete`` (public knowledge; default all) gets its missing value
+  as an extra level, so the tables over it measure its response indicator R_j jointly with the
+  other columns (the ledger says so). The model behind them (:class:`dpsynth.graphical.icin.IcinModel`)
+  is a max-ent model of the complete values x *and* the R_j, with every interaction within a
+  clique except x_j·R_j: itemwise conditionally independent nonresponse (ICIN, Sadinle & Reiter
+  2017), R_j ⊥ x_j given the other columns and indicators. It holds under MCAR and under MAR
+  through columns that are always observed; it is just-identified (θ has as many coordinates as
+  the tables have free cells), so it fits any observed-data distribution on the cliques, and
+  p(x) = Σ_r p(x, r) is identified. Synthetic rows are drawn from the fitted (x, R) and R is
+  dropped: complete datasets, each from its own posterior draw, so posterior uncertainty reaches
+  them and ``fit_pooled(rule="synthetic")`` applies. Validity needs every column that drives a
+  column's missingness in a measured table with it (name it in ``analyses=`` or ``queries=``).
+  ``result.missing_assumption`` and ``result.missing_share`` (the mean of the drawn R_j: noisy,
+  from the release) go into the reports. MNAR cannot be identified from the data:
+  ``mnar_shift={col: δ}`` adds δ·x_j·R_j to the model (x_j the level index): a missing value's
+  odds of each step up the levels are e^δ times an observed one's, given everything else (the
+  δ-adjustment of mice's NARFCS); the report then says "MNAR sensitivity analysis" instead of
+  claiming validity.
 - ``"level"``: a missing value is an extra level of each column in ``incomplete`` (public
   knowledge: an option, never read from the data; default every column). Every row counts in every
   table (one n). The synthetic data carry the missingness pattern, for two-stage imputation and
@@ -120,6 +121,7 @@ import numpy as np
 import torch
 
 from ..graphical import Domain, MaxEntModel, maximal_cliques
+from ..graphical.icin import IcinModel
 from ..graphical.noise_aware import NoiseAwareLikelihood, split_measurement, split_rho
 from ..graphical.posterior import (PosteriorNotMixedWarning, elliptical_slice, ess_bulk, hmc, laplace_approximation,
                                   psis_weights, split_rhat)
@@ -138,9 +140,10 @@ MCMC_DEFAULTS = {"hmc": (64, 100, 400, 1), "hmc-da": (16, 300, 200, 1), "slice":
 #: ``"hmc"`` reweights at most this many draws (the chains thinned evenly): each needs one exact,
 #: clamped evaluation of the likelihood
 IMPORTANCE_DRAWS = 3200
-MAR_ASSUMPTION = ("missing at random (MAR): among rows alike in their other values, a missing value follows "
-                  "the distribution of the observed ones; the completed datasets estimate the complete-data "
-                  "distribution only under this assumption")
+MAR_ASSUMPTION = ("missing at random given the other columns (MAR; precisely, itemwise conditionally "
+                  "independent nonresponse: whether a value is missing may depend on the row's other values "
+                  "and on which of them are missing, not on the value itself); the completed datasets "
+                  "estimate the complete-data distribution only under this assumption")
 #: R̂ and ESS of the cells are computed on at most this many draws per chain (evenly thinned, so the
 #: ESS is that of the thinned draws: conservative): arviz's rank normalisation sorts every cell's
 #: draws, which took a third of a fit with two extensions (Adult-10, profiled)
@@ -449,7 +452,10 @@ class NAPSUMQ(Generator):
     def _fit_posterior(self, measurements, source):
         tables = [m.attrs for m in measurements]
         cliques = [m.attrs for m in measurements if not any(set(m.attrs) < set(o) for o in tables)]
-        model = MaxEntModel(self.domain_, cliques, tables)
+        if self.missing_mode_ == "mar" and self.level_columns_:
+            model = IcinModel(self.domain_, cliques, tables, incomplete=self.level_columns_, shift=self.mnar_shift)
+        else:
+            model = MaxEntModel(self.domain_, cliques, tables)
         groups = count_groups(measurements) if self.missing_mode_ == "available-case" else [0] * len(tables)
         lik = NoiseAwareLikelihood(model, [m.noisy for m in measurements], [m.sigma for m in measurements],
                                    groups, self.prior_sd)
@@ -571,7 +577,7 @@ class NAPSUMQ(Generator):
         flat = kept.reshape(-1, kept.shape[-1])
         ess_kept = _nan_extreme(min, np.atleast_1d(ess_bulk(self._cell_probs(kept))))
         with torch.no_grad():
-            log_ratio = torch.cat([lik.log_posterior(c) - proposal(c) for c in flat.split(64)]).numpy()
+            log_ratio = (lik.log_posterior_many(flat) - proposal(flat)).numpy()
         r_eff = ess_kept / flat.shape[0] if np.isfinite(ess_kept) else 1.0
         w, khat, eff = psis_weights(log_ratio, r_eff=min(max(r_eff, 0.05), 1.0))
         return {"weights": w, "kept": kept, "pareto_k": khat, "importance_efficiency": eff,
@@ -623,23 +629,22 @@ class NAPSUMQ(Generator):
             with single_thread():
                 theta = self.posterior_draws(m, rng)[:, :self.model_.D]
                 self._batch = self.model_.sample(theta, n, rng)
-                if self.missing_mode_ == "mar":
-                    self._batch = self._complete(theta, self._batch, rng)
+                if isinstance(self.model_, IcinModel):
+                    self._batch = self._complete(self._batch)
         codes = self._batch[index].copy()
-        for c in self.level_columns_:
-            j = self.domain_.attrs.index(c)
-            codes[codes[:, j] == self.domain_.size(c) - 1, j] = MISSING
+        if not isinstance(self.model_, IcinModel):
+            for c in self.level_columns_:
+                j = self.domain_.attrs.index(c)
+                codes[codes[:, j] == self.domain_.size(c) - 1, j] = MISSING
         return self.schema_.decode(codes, rng)
 
-    def _complete(self, theta, codes, rng):
-        """``missing="mar"``: the released share of missing values per incomplete column (noisy:
-        post-processing of the release), then every missing-level cell filled in from the model's
-        conditional given the row's other values (:meth:`MaxEntModel.complete`, the MAR
-        identification), each dataset with its own posterior draw θ."""
-        level = {c: self.domain_.size(c) - 1 for c in self.level_columns_}
-        col = {a: j for j, a in enumerate(self.domain_.attrs)}
-        self.missing_share_ = {c: float((codes[:, :, col[c]] == k).mean()) for c, k in level.items()}
-        return self.model_.complete(theta, codes, level, rng, shift=self.mnar_shift)
+    def _complete(self, latent):
+        """``missing="mar"``: rows drawn from the ICIN model are (x, R); the released share of
+        missing values per incomplete column is the mean of R_j (noisy: post-processing of the
+        release, averaged over the m datasets), and the datasets keep x, complete."""
+        d = len(self.domain_)
+        self.missing_share_ = {c: float(latent[:, :, d + k].mean()) for k, c in enumerate(self.model_.incomplete)}
+        return latent[:, :, :d]
 
 
 #: The paper's Adult setting (Supp. E): 10 columns; the 2-way marginals its analysis needs.

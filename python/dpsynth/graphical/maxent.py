@@ -79,6 +79,17 @@ def canonical_cells(domain: Domain, cliques: Sequence[Sequence[Hashable]]) -> li
     return out
 
 
+def cell_index(cdom: Domain, attrs) -> tuple[np.ndarray, int]:
+    """Flat index, in the projection of ``cdom`` onto ``attrs`` (in attrs' order), of every cell of
+    ``cdom`` (C order), and the projection's size."""
+    grid = np.indices(cdom.shape).reshape(len(cdom), -1)
+    if not attrs:
+        return np.zeros(grid.shape[1], dtype=np.int64), 1
+    sub = [grid[cdom.attrs.index(a)] for a in attrs]
+    shape = [cdom.size(a) for a in attrs]
+    return np.ravel_multi_index(sub, shape), int(np.prod(shape))
+
+
 class MaxEntModel:
     """Max-ent log-linear model on ``cliques`` with canonical parameters θ ∈ R^D; ``tables`` are the
     marginal tables whose moments are needed (default: the cliques); each must lie inside a clique.
@@ -194,64 +205,79 @@ class MaxEntModel:
         m = p_i.unsqueeze(-1) * cond[..., 1:, :]
         return mu, 0.5 * (m + m.transpose(-1, -2))
 
+    def cell_map(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, c): every released cell indicator as a fixed integer combination of the canonical
+        statistics, a_P(x) = B a_D(x) + c (inclusion–exclusion; independent of θ). Read off the
+        moments at θ = 0 (full support): Cov(a_P, a_D) = B Σ_D, so B = Cov(a_P, a_D) Σ_D⁻¹,
+        rounded and checked."""
+        can = self.canonical_index
+        if can is None:
+            raise ValueError("every clique must be among the released tables")
+        with torch.no_grad():
+            mu, second = self.moments(torch.zeros(self.D, dtype=DTYPE))
+            cov = second - mu[:, None] * mu[None, :]
+            b = torch.linalg.solve(cov[can][:, can], cov[:, can].T).T
+            b_int = torch.round(b)
+            c = mu - b_int @ mu[can]
+        if float((b - b_int).abs().max()) > 1e-6 or float((c - torch.round(c)).abs().max()) > 1e-6:
+            raise RuntimeError("released cells are not integer combinations of the canonical statistics")
+        return b_int, torch.round(c)
+
     # ------------------------------------------------------------------ canonical moments, linear space
     def _flat_plan(self) -> dict:
         """Constant matrices of the flat, linear-space message passing in :meth:`canonical_moments`:
         per junction-tree clique i (cells flattened in C order), the evidence ``mask[i]``
-        (D + 1, n_i) of clamping each canonical statistic (row 0 free), ``to_sep[i]`` (n_i, n_s)
-        summing a clique table onto its separator with the parent, ``parent_to_sep[i]`` (n_p, n_s)
-        the same from the parent's side, and ``lift`` (D, Σ n_i) from θ to the log-potentials of
-        all cliques at once. Sums and broadcasts become
-        products with small 0/1 matrices, which BLAS does far faster than strided broadcasting."""
+        (D + 1, n_i) of clamping each canonical statistic (row 0 free), ``to_sep[i]`` (n_i) the
+        index of each cell's projection onto the separator with the parent (``sep_size[i]``
+        cells), ``parent_to_sep[i]`` (n_p) the same from the parent's side, ``lift`` (D, Σ n_i)
+        from θ to the log-potentials of all cliques at once, and ``collect`` (Σ n_i, D) from
+        clique beliefs to the statistics' probabilities (:meth:`_statistic_hits` says which cells
+        are which). Messages are gathers and scatter-adds along these indices (linear in the
+        cells; products with 0/1 matrices cost cells × separator cells, which dominated at 2,000
+        tree cells)."""
         cache = self.__dict__.setdefault("_evidence_cache", {})
         if "flat_plan" in cache:
             return cache["flat_plan"]
         jt = self.jt
         k = len(jt.cliques)
-
-        def index_of(cdom, attrs):
-            """Flat index, in the projection of cdom onto attrs (in attrs' order), of every cell of cdom."""
-            grid = np.indices(cdom.shape).reshape(len(cdom), -1)
-            if not attrs:
-                return np.zeros(grid.shape[1], dtype=np.int64), 1
-            sub = [grid[cdom.attrs.index(a)] for a in attrs]
-            shape = [cdom.size(a) for a in attrs]
-            return np.ravel_multi_index(sub, shape), int(np.prod(shape))
-
-        def onehot(idx, width):
-            m = torch.zeros((idx.size, width), dtype=DTYPE)
-            m[np.arange(idx.size), idx] = 1.0
-            return m
-
-        to_sep, parent_to_sep = [None] * k, [None] * k
+        to_sep, parent_to_sep, sep_size = [None] * k, [None] * k, [None] * k
         for i in range(k):
             if jt.parent[i] >= 0:
                 sep = list(jt.separators[i])
-                idx, width = index_of(jt.clique_domain(i), sep)
-                to_sep[i] = onehot(idx, width)
-                pidx, _ = index_of(jt.clique_domain(jt.parent[i]), sep)
-                parent_to_sep[i] = onehot(pidx, width)
-        # lift: θ → every clique's log-potential (flat, cliques concatenated) in one product; its
-        # rows are also the cells whose sum is each canonical statistic, so beliefs @ liftᵀ gives
-        # the statistics' probabilities; mask[i][1 + j] clamps statistic j's cells
+                idx, sep_size[i] = cell_index(jt.clique_domain(i), sep)
+                to_sep[i] = torch.as_tensor(idx)
+                parent_to_sep[i] = torch.as_tensor(cell_index(jt.clique_domain(jt.parent[i]), sep)[0])
         sizes = [jt.clique_domain(i).size() for i in range(k)]
         start = np.cumsum([0] + sizes)
         lift = torch.zeros((self.D, int(start[-1])), dtype=DTYPE)
+        collect = torch.zeros((int(start[-1]), self.D), dtype=DTYPE)
         masks = [torch.ones((self.D + 1, n), dtype=DTYPE) for n in sizes]
         row = 0
         for q, (c, cells) in enumerate(zip(self.cliques, self.canonical)):
-            i = jt.assignment[q]
-            idx, _ = index_of(jt.clique_domain(i), list(c))
-            for j, cell in enumerate(cells):
-                hit = torch.as_tensor(idx == cell, dtype=DTYPE)
-                masks[i][1 + row + j] = hit
-                lift[row + j, start[i]:start[i + 1]] = hit
+            i = self._home(q)
+            feature, event = (torch.as_tensor(h, dtype=DTYPE) for h in self._statistic_hits(i, c, cells))
+            rows = slice(row, row + len(cells))
+            lift[rows, start[i]:start[i + 1]] = feature
+            collect[start[i]:start[i + 1], rows] = event.T
+            masks[i][1 + row:1 + row + len(cells)] = event
             row += len(cells)
-        # (a statistic's probability is the sum of the same cells of the clique that holds it)
-        plan = {"mask": masks, "to_sep": to_sep, "parent_to_sep": parent_to_sep,
-                "lift": lift, "sizes": sizes, "collect": lift.T.contiguous()}
+        plan = {"mask": masks, "to_sep": to_sep, "parent_to_sep": parent_to_sep, "sep_size": sep_size,
+                "lift": lift, "sizes": sizes, "collect": collect}
         cache["flat_plan"] = plan
         return plan
+
+    def _home(self, q: int) -> int:
+        """The junction-tree clique that holds model clique q."""
+        return self.jt.assignment[q]
+
+    def _statistic_hits(self, i: int, clique, cells) -> tuple[np.ndarray, np.ndarray]:
+        """(feature, event), each (len(cells), n_i) 0/1 over junction-tree clique i's cells: the
+        cells where each canonical statistic's feature (its θ's term in the log-potential) is 1,
+        and those where the statistic itself (a released indicator) is 1 — the same here; a
+        latent-variable model (:class:`dpsynth.graphical.icin.IcinModel`) tells them apart."""
+        idx, _ = cell_index(self.jt.clique_domain(i), list(clique))
+        hit = idx[None, :] == np.asarray(cells)[:, None]
+        return hit, hit
 
     def canonical_moments(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(μ_D, M_D): means (…, D) and second moments (…, D, D) of the canonical statistics
@@ -271,42 +297,60 @@ class MaxEntModel:
         small cliques (a few dozen small matrix products instead of hundreds of broadcast ops)."""
         return self._flat_pass(theta, clamp=False)[1][..., 0, :]
 
-    def _flat_pass(self, theta: torch.Tensor, clamp: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def _flat_pass(self, theta: torch.Tensor, clamp: bool, collect: str = "collect") -> tuple[torch.Tensor, torch.Tensor]:
         """Two-pass sum-product in linear space on flattened clique tables: each clique's
         potential is shifted by its maximum and every message renormalised, so nothing
         overflows. With ``clamp`` the batch gains an axis of D + 1 pieces of evidence (row 0
         free, row 1 + j keeps only canonical cell j); without it, that axis has length 1.
-        Returns (log Z (…, R), P(canonical statistics | evidence) (…, R, D))."""
+        Returns (log Z (…, R), P(canonical statistics | evidence) (…, R, D)); ``collect`` names
+        the plan's matrix from clique cells to the events whose probabilities are returned."""
         jt = self.jt
         plan = self._flat_plan()
         theta = torch.as_tensor(theta, dtype=DTYPE)
         batch = tuple(theta.shape[:-1])
         if theta.shape[-1] != self.D:
             raise ValueError(f"theta must have last dimension D = {self.D}, got shape {tuple(theta.shape)}")
-        flat = (theta @ plan["lift"]).unsqueeze(-2)                  # (…, 1, cells of all cliques)
+        # tables are laid out cells first, (cells, …, R): gathers and scatter-adds along the cells
+        # then move whole contiguous rows of the batch
+        flat = self._apply(theta.movedim(-1, 0), "lift", dim=0)
+        offset = plan.get("offset")
+        if offset is not None:
+            flat = flat + offset.reshape((-1,) + (1,) * len(batch))
+        flat = flat.unsqueeze(-1)                                      # (cells of all cliques, …, 1)
         pots, shift = [], 0.0
-        for v, mk in zip(torch.split(flat, plan["sizes"], dim=-1), plan["mask"]):
-            top = v.amax(dim=-1, keepdim=True)
-            pots.append(torch.exp(v - top) * mk if clamp else torch.exp(v - top))   # (…, R, n_i)
-            shift = shift + top[..., 0]
+        for v, mk in zip(torch.split(flat, plan["sizes"], dim=0), plan["mask"]):
+            top = v.amax(dim=0, keepdim=True)
+            p = torch.exp(v - top)
+            if clamp:
+                p = p * mk.T.reshape((mk.shape[1],) + (1,) * len(batch) + (mk.shape[0],))
+            pots.append(p)                                               # (n_i, …, R)
+            shift = shift + top[0]
         k = len(jt.cliques)
+        to_sep, from_sep = plan["to_sep"], plan["parent_to_sep"]
+
+        def lift(msg, index):  # separator table → clique cells
+            return msg.index_select(0, index)
+
+        def project(b, index, width):  # clique cells → separator table (sums)
+            return b.new_zeros((width,) + b.shape[1:]).index_add(0, index, b)
+
         up, log_scale = [None] * k, 0.0
         for i in reversed(jt.bfs):
             b = pots[i]
             for c in jt.children[i]:
-                b = b * (up[c] @ plan["parent_to_sep"][c].T)
+                b = b * lift(up[c], from_sep[c])
             if jt.parent[i] >= 0:
-                m = b @ plan["to_sep"][i]
-                norm = m.sum(-1, keepdim=True)
+                m = project(b, to_sep[i], plan["sep_size"][i])
+                norm = m.sum(0, keepdim=True)
                 up[i] = m / norm
-                log_scale = log_scale + torch.log(norm[..., 0])
+                log_scale = log_scale + torch.log(norm[0])
             else:
-                total = b.sum(-1)
+                total = b.sum(0)
         log_z = log_scale + torch.log(total) + shift                 # (…, R)
         down, belief = [None] * k, [None] * k
         for i in jt.bfs:
-            base = pots[i] if down[i] is None else pots[i] * (down[i] @ plan["to_sep"][i].T)
-            incoming = {c: up[c] @ plan["parent_to_sep"][c].T for c in jt.children[i]}
+            base = pots[i] if down[i] is None else pots[i] * lift(down[i], to_sep[i])
+            incoming = {c: lift(up[c], from_sep[c]) for c in jt.children[i]}
             full = base
             for c in jt.children[i]:
                 full = full * incoming[c]
@@ -315,10 +359,28 @@ class MaxEntModel:
                 for o in jt.children[i]:
                     if o != c:
                         m = m * incoming[o]
-                msg = m @ plan["parent_to_sep"][c]
-                down[c] = msg / msg.sum(-1, keepdim=True)
-            belief[i] = full / full.sum(-1, keepdim=True)
-        return log_z, torch.cat(belief, dim=-1) @ plan["collect"]
+                msg = project(m, from_sep[c], plan["sep_size"][c])
+                down[c] = msg / msg.sum(0, keepdim=True)
+            belief[i] = full / full.sum(0, keepdim=True)
+        return log_z, self._apply(torch.cat(belief, dim=0), collect, dim=0).movedim(0, -1)
+
+    def _sparse(self, name: str) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """The plan's 0/1 matrix ``name`` as (row index, column index, columns) of its non-zeros."""
+        plan = self._flat_plan()
+        key = name + "_nonzero"
+        if key not in plan:
+            rows, cols = torch.nonzero(plan[name], as_tuple=True)
+            plan[key] = (rows, cols, plan[name].shape[1])
+        return plan[key]
+
+    def _apply(self, x: torch.Tensor, name: str, dim: int = -1) -> torch.Tensor:
+        """x @ plan[name] along ``dim`` for a sparse 0/1 matrix, as a gather and a scatter-add over
+        its non-zeros (a few per clique cell): the dense product cost batch × cells × statistics
+        and was the largest term of a gradient at 2,000 tree cells."""
+        rows, cols, width = self._sparse(name)
+        shape = list(x.shape)
+        shape[dim] = width
+        return x.new_zeros(shape).index_add(dim, cols, x.index_select(dim, rows))
 
     def sample(self, theta: torch.Tensor, n: int, rng: np.random.Generator) -> np.ndarray:
         """Codes (m, n, d) in domain order: n rows from each of the m parameter vectors in
@@ -331,56 +393,6 @@ class MaxEntModel:
             beliefs = [Factor(b.domain, b.values.expand((theta.shape[0],) + b.domain.shape)) for b in beliefs]
         codes = self.jt.sample(beliefs, n, rng)
         return codes[0] if squeeze else codes
-
-    def complete(self, theta: torch.Tensor, codes: np.ndarray, missing_level: dict, rng: np.random.Generator,
-                 sweeps: int = 5, shift: dict | None = None) -> np.ndarray:
-        """Fill in the cells of ``codes`` (m, n, d; one dataset per row of ``theta`` (m, D)) that
-        hold a column's *missing level* (``missing_level``: column → that level) by draws from the
-        model's conditional given the rest of the row, with the missing level excluded:
-        p(x_j | x_−j, x_j observed) ∝ exp(Σ_{C ∋ j} ψ_C(x_C)), the Markov-blanket conditional. This
-        is the MAR identification (Rubin 1976): among rows alike in their other values, a missing
-        x_j follows the distribution of the observed ones. Rows missing several columns get
-        ``sweeps`` Gibbs sweeps over their missing cells (one draw per sweep; rows missing one
-        column are exact after the first). ``shift``: column → δ added per level index to the
-        log-odds of a filled-in value (the δ-adjustment of NARFCS sensitivity analysis, van
-        Buuren 2018, §3.8; 0 is MAR). Returns a new array.
-
-        >>> dom = Domain(["x", "y"], [3, 2])  # level 2 of x stands for "missing"
-        >>> model = MaxEntModel(dom, [("x", "y")])
-        >>> codes = np.array([[[2, 0], [0, 1]]])
-        >>> out = model.complete(torch.zeros((1, model.D)), codes, {"x": 2}, np.random.default_rng(0))
-        >>> int(out[0, 0, 0]) in (0, 1), out[0, 1].tolist()
-        (True, [0, 1])
-        """
-        theta = torch.as_tensor(theta, dtype=DTYPE).reshape(-1, self.D)
-        codes = np.array(codes, dtype=np.int64, copy=True)
-        if codes.ndim != 3 or codes.shape[0] != theta.shape[0] or codes.shape[2] != len(self.domain):
-            raise ValueError("codes must have shape (m, n, d) with one dataset per row of theta")
-        with torch.no_grad():
-            pots = [f.values.numpy() for f in self.potentials(theta)]        # (m, *clique shape)
-        col = {a: j for j, a in enumerate(self.domain.attrs)}
-        holes = {a: codes[:, :, col[a]] == level for a, level in missing_level.items()}
-        shift = shift or {}
-        several = bool(holes) and np.stack(list(holes.values()), axis=-1).sum(axis=-1).max(initial=0) > 1
-        for _ in range(sweeps if several else 1):  # one missing column per row: the first sweep is exact
-            for a, level in missing_level.items():
-                b, r = np.nonzero(holes[a])
-                if b.size == 0:
-                    continue
-                k = self.domain.size(a)
-                logits = np.zeros((b.size, k))
-                for c, v in zip(self.cliques, pots):
-                    if a not in c:
-                        continue
-                    v = np.moveaxis(v, 1 + c.index(a), -1)                     # (m, …others, k)
-                    logits += v[(b, *(codes[b, r, col[o]] for o in c if o != a))]
-                logits[:, level] = -np.inf
-                logits += float(shift.get(a, 0.0)) * np.arange(k)
-                p = np.exp(logits - logits.max(axis=1, keepdims=True))
-                p /= p.sum(axis=1, keepdims=True)
-                u = rng.random(b.size)[:, None]
-                codes[b, r, col[a]] = np.minimum((p.cumsum(axis=1) < u).sum(axis=1), k - 1)
-        return codes
 
     def __repr__(self) -> str:
         return f"MaxEntModel({len(self.cliques)} cliques, D = {self.D}, {len(self.tables)} tables, {self.jt})"

@@ -58,6 +58,10 @@ from .maxent import MaxEntModel
 
 DTYPE = torch.float64
 LOG_N_PRIOR_SD = 5.0  # prior sd of log n around the released total
+#: points per exact evaluation in :meth:`NoiseAwareLikelihood.log_posterior_many` (Adult-10 with all
+#: ten columns incomplete, D = 298, 2,100 tree cells: 16 ms per point one at a time, 66 ms in
+#: chunks of 64; the complete-data model, 513 cells: 4 ms either way up to chunks of 16)
+EXACT_CHUNK = 2
 #: exact evaluations spent fitting the surrogate's linear term to draws (:meth:`NoiseAwareLikelihood.surrogate`)
 SURROGATE_FIT_DRAWS = 1024
 
@@ -158,18 +162,9 @@ class NoiseAwareLikelihood:
 
     # ------------------------------------------------------------------ the two forms
     def _init_reduced(self, y, sigma2):
-        """ŝ = M B_aᵀ W ŷ and M = (B_aᵀ W B_a)⁻¹, with B read off the moments at θ = 0:
-        Cov(a_P, a_D) = B Σ_D, so B = Cov(a_P, a_D) Σ_D⁻¹ (integer: rounded and checked)."""
-        can = self.model.canonical_index
-        with torch.no_grad():
-            mu, second = self.model.moments(torch.zeros(self.D, dtype=DTYPE))
-            cov = second - mu[:, None] * mu[None, :]
-            b = torch.linalg.solve(cov[can][:, can], cov[:, can].T).T
-            b_int = torch.round(b)
-            c = mu - b_int @ mu[can]
-            if float((b - b_int).abs().max()) > 1e-6 or float((c - torch.round(c)).abs().max()) > 1e-6:
-                raise RuntimeError("released cells are not integer combinations of the canonical statistics")
-        b_aug = torch.cat([b_int, torch.round(c)[:, None]], dim=1)          # (P, D + 1)
+        """ŝ = M B_aᵀ W ŷ and M = (B_aᵀ W B_a)⁻¹, with B_a = [B, c] from :meth:`MaxEntModel.cell_map`."""
+        b_int, c = self.model.cell_map()
+        b_aug = torch.cat([b_int, c[:, None]], dim=1)                      # (P, D + 1)
         w = torch.as_tensor(1.0 / sigma2, dtype=DTYPE)
         info = b_aug.T @ (w[:, None] * b_aug)
         self.noise = torch.linalg.inv(info)
@@ -238,6 +233,13 @@ class NoiseAwareLikelihood:
     def log_posterior(self, x: torch.Tensor) -> torch.Tensor:
         return self.log_likelihood(x) + self.log_prior(x)
 
+    def log_posterior_many(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`log_posterior` of many points (n, dim), without gradients, in chunks of
+        :data:`EXACT_CHUNK`: the clamped pass's tensors (points × D × tree cells) then stay in
+        cache, where one batch of 64 would stream hundreds of MB per operation."""
+        with torch.no_grad():
+            return torch.cat([self.log_posterior(c) for c in x.split(EXACT_CHUNK)])
+
     def surrogate(self, x_ref: torch.Tensor, draws: torch.Tensor | None = None):
         """A cheap stand-in for :meth:`log_posterior` near ``x_ref``: the same Gaussian likelihood
         with the covariance V frozen at ``x_ref`` (its Cholesky factor computed once), so that an
@@ -285,7 +287,7 @@ class NoiseAwareLikelihood:
         step = max(1, -(-draws.shape[0] // SURROGATE_FIT_DRAWS))
         x = draws[::step]
         with torch.no_grad():
-            d = torch.cat([self.log_posterior(c) - frozen(c) for c in x.split(64)])
+            d = self.log_posterior_many(x) - frozen(x)
         ok = torch.isfinite(d)
         if int(ok.sum()) < 2 * (self.dim + 1):
             return None
@@ -299,9 +301,12 @@ class NoiseAwareLikelihood:
         (one table per model clique, in order) by maximum entropy — the concave problem
         max θᵀq − A(θ) − λ|θ|²/2 — solved by Newton's method; v = 0. Noisy tables can put q outside
         the marginal polytope, where the unpenalised solution runs off to infinity: λ ≥ 1e-4 keeps
-        it finite."""
+        it finite. A latent-variable model (:class:`IcinModel`) starts from the fit of its
+        observed-data counterpart, whose θ has the same meaning on complete rows, and then matches
+        its own moments to q (:meth:`_match_moments`)."""
+        model = getattr(self.model, "observed", self.model)
         q = []
-        for t, cells in zip(noisy_cliques, self.model.canonical):
+        for t, cells in zip(noisy_cliques, model.canonical):
             t = np.clip(np.asarray(t, dtype=float).ravel(), 0.0, None) + 0.5
             q.append(t[cells] / t.sum())
         q = torch.as_tensor(np.concatenate(q), dtype=DTYPE)
@@ -309,13 +314,13 @@ class NoiseAwareLikelihood:
         eye = torch.eye(self.D, dtype=DTYPE)
 
         def objective(th):
-            return float(th @ q - self.model.log_partition(th) - 0.5 * ridge * (th ** 2).sum())
+            return float(th @ q - model.log_partition(th) - 0.5 * ridge * (th ** 2).sum())
 
         theta = torch.zeros(self.D, dtype=DTYPE)
         with torch.no_grad():
             f = objective(theta)
             for _ in range(max_iter):
-                mu, second = self.model.canonical_moments(theta)
+                mu, second = model.canonical_moments(theta)
                 cov = second - mu[:, None] * mu[None, :]
                 grad = q - mu - ridge * theta
                 step = torch.linalg.solve(cov + ridge * eye, grad)
@@ -328,7 +333,40 @@ class NoiseAwareLikelihood:
                 theta, f_old, f = theta + t * step, f, f_new
                 if float(grad @ step) < 1e-10 or abs(f - f_old) < 1e-12:
                     break
+        if model is not self.model:
+            theta = self._match_moments(q, theta, ridge)
         return torch.cat([theta, torch.zeros(self.G, dtype=DTYPE)])
+
+    def _match_moments(self, q: torch.Tensor, theta: torch.Tensor, ridge: float, max_iter: int = 200) -> torch.Tensor:
+        """θ minimising |q − μ_D(θ)|² + ridge·|θ|² by Levenberg–Marquardt, for a model whose
+        features differ from its statistics (:class:`IcinModel`: J = ∂μ_D/∂θ = Cov(a_D, b)). Each
+        step costs one clamped pass, against a clamped pass *with its gradient* for a step of
+        :meth:`mode`; from the observed-data fit, 100 Fisher-scoring steps of :meth:`mode` left
+        the log-posterior at −5,757 against −1,356 at the mode (Adult-10, all columns incomplete)."""
+        def loss(th):
+            return float(((q - self.model.canonical_means(th)) ** 2).sum() + ridge * (th ** 2).sum())
+
+        damping, f = 1e-3, loss(theta)
+        eye = torch.eye(self.D, dtype=DTYPE)
+        with torch.no_grad():
+            for _ in range(max_iter):
+                jac = self.model.mean_jacobian(theta)
+                r = q - self.model.canonical_means(theta)
+                grad = jac.T @ r - ridge * theta
+                normal = jac.T @ jac + ridge * eye
+                while damping < 1e8:
+                    step = torch.linalg.solve(normal + damping * torch.diag(torch.diagonal(normal)), grad)
+                    f_new = loss(theta + step)
+                    if f_new < f:
+                        break
+                    damping *= 10
+                else:
+                    break
+                theta, f_old, f = theta + step, f, f_new
+                damping = max(damping / 10, 1e-9)
+                if f_old - f < 1e-12 * max(f, 1e-300) or float(step.abs().max()) < 1e-8:
+                    break
+        return theta
 
     def mode(self, x0: torch.Tensor, max_iter: int = 100) -> tuple[torch.Tensor, torch.Tensor]:
         """Approach the posterior mode by Fisher scoring with backtracking: step F⁻¹∇log p, where
@@ -350,7 +388,10 @@ class NoiseAwareLikelihood:
             lp = float(lp_x.detach())
             with torch.no_grad():
                 mu, cov, n_cell, chol = mu.detach(), cov.detach(), n_cell.detach(), chol.detach()
-                jac = torch.cat([n_cell[:, None] * cov[:, self.theta_columns],
+                dmu = cov[:, self.theta_columns]
+                if self.form == "reduced" and hasattr(self.model, "mean_jacobian"):  # features ≠ statistics
+                    dmu = torch.nn.functional.pad(self.model.mean_jacobian(x[:self.D]), (0, 0, 0, 1))
+                jac = torch.cat([n_cell[:, None] * dmu,
                                  (n_cell * mu)[:, None] * onehot * self.scale], dim=1)
                 w = torch.linalg.solve_triangular(chol, jac, upper=False)
                 fisher = w.T @ w + torch.diag(prior) + 1e-10 * torch.eye(self.dim, dtype=DTYPE)
