@@ -328,6 +328,23 @@ def test_generators_reach_noise_only_through_public_privacy_names():
     assert privacy.SGMPlan.__module__ == "dpsynth.privacy.dpsgd_accounting"
 
 
+def test_dpsgd_privacy_side_and_encoding_have_one_home():
+    """Issue 19: the DP-SGD sampling randomness and the released row count live in
+    privacy/dpsgd_accounting.py, the row encoding in generators/encoding.py; generators.dpsgd
+    re-exports them, so the old import paths keep working."""
+    from dpsynth.generators import dpsgd, encoding
+    from dpsynth.privacy import dpsgd_accounting as acc
+
+    for name in ("step_rng", "released_row_count", "poisson_indices", "SGMPlan"):
+        assert getattr(dpsgd, name) is getattr(acc, name)
+    for name in ("MixedEncoder", "Block", "block_log_likelihood", "complete_rows", "draw_rows", "values_in_bins"):
+        assert getattr(dpsgd, name) is getattr(encoding, name)
+    assert acc.step_rng(3, 1, 2).random() == np.random.default_rng(np.random.SeedSequence([3, 1, 2])).random()
+    led = PrivacyLedger(1.0)
+    n = acc.released_row_count(100, 0.5, led, NoiseSource(0), "add-remove", step="rows")
+    assert n >= 1 and led.spends[0].step == "rows" and led.total_epsilon() == pytest.approx(0.5)
+
+
 def test_public_recorder_round_trip():
     """observe_noise_input / release_noise_output record a value and its output, and replay forces
     the recorded output."""

@@ -2,7 +2,12 @@
 
 - :func:`poisson_indices` — Poisson subsampling: each row enters a batch independently with
   probability q (variable batch size), the sampling the subsampled-Gaussian analysis assumes
-  (Mironov, Talwar & Zhang 2019; Abadi et al. 2016).
+  (Mironov, Talwar & Zhang 2019; Abadi et al. 2016); :func:`step_rng` gives each step of a run its
+  own numpy generator (``SeedSequence([seed, *keys])``), so that runs on neighbouring data sets with
+  the same seed stay coupled (a row added at the end changes only its own inclusion and its own
+  fakes), which the grey-box neighbour tests use.
+- :func:`released_row_count` — the number of rows a run trains on, released by the discrete Laplace
+  mechanism (L1 sensitivity 1): it fixes q, T and the gradient normalisation q·ñ publicly.
 - :class:`SGMPlan` — σ is calibrated with opacus's RDP accountant
   (:func:`~dpsynth.privacy.sgm_noise_multiplier`); the ledger is charged **once, before training**,
   with the accountant's (ε, δ) for exactly (σ, q, T) (:meth:`SGMPlan.charge`). Charging each step
@@ -36,12 +41,12 @@ import numpy as np
 
 from .calibration import sgm_epsilon, sgm_noise_multiplier
 from .ledger import PrivacyLedger
-from .mechanisms import observe_noise_input, release_noise_output
+from .mechanisms import laplace_counts, observe_noise_input, release_noise_output
 from .validation import check_positive_float, check_positive_int
 
 DPSGD_MECHANISM = "subsampled Gaussian (DP-SGD)"
 
-__all__ = ["DPSGD_MECHANISM", "SGMPlan", "poisson_indices"]
+__all__ = ["DPSGD_MECHANISM", "SGMPlan", "poisson_indices", "released_row_count", "step_rng"]
 
 
 def poisson_indices(rng: np.random.Generator, n: int, q: float) -> np.ndarray:
@@ -49,6 +54,20 @@ def poisson_indices(rng: np.random.Generator, n: int, q: float) -> np.ndarray:
     if not 0 < q <= 1:
         raise ValueError(f"the Poisson sampling rate must be in (0, 1], got {q}")
     return np.flatnonzero(rng.random(n) < q)
+
+
+def step_rng(seed: int, *keys: int) -> np.random.Generator:
+    """A numpy generator for one step of one run, from ``SeedSequence([seed, *keys])``."""
+    return np.random.default_rng(np.random.SeedSequence([int(seed), *[int(k) for k in keys]]))
+
+
+def released_row_count(n_rows: int, epsilon: float, ledger, source, relation: str, step: str = "row count") -> float:
+    """max(1, n + discrete Laplace(1/ε)): the number of rows a DP-SGD generator trains on (e.g. the
+    complete rows), released with L1 sensitivity 1 (add/remove); it fixes q, T and the gradient
+    normalisation publicly."""
+    noisy = laplace_counts(np.array([int(n_rows)], dtype=np.int64), epsilon=epsilon, sensitivity=1, ledger=ledger,
+                           source=source, step=step, relation=relation)
+    return float(max(1, int(noisy[0])))
 
 
 @dataclass
