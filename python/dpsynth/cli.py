@@ -17,18 +17,10 @@ import sys
 from pathlib import Path
 
 
-def _read_csv(path: str, schema):
-    import pandas as pd
-
-    dtypes = {c: "string" for c, col in schema.columns.items() if col.is_categorical}
-    df = pd.read_csv(path, dtype=dtypes, keep_default_na=False, na_values=["", "NA", "?"])
-    df = df.astype({c: object for c in dtypes if c in df.columns})
-    return df.where(df.notna(), None)
-
-
 def _open_data(path: str, schema, method: str):
     """A Parquet file (or folder of them) stays in DuckDB; so does a CSV file for the methods that only
     count marginals (read with the same missing-value cells); otherwise the CSV is read by pandas."""
+    from dpsynth.datasets import read_csv
     from dpsynth.generators import generator_class
     from dpsynth.marginals import open_table
 
@@ -37,7 +29,7 @@ def _open_data(path: str, schema, method: str):
         raise ValueError(f"no such file or folder: {path!r}")
     csv = name.endswith((".csv", ".tsv", ".csv.gz", ".tsv.gz"))
     if csv and not generator_class(method)[0].counts_only:
-        return open_table(_read_csv(path, schema))
+        return open_table(read_csv(path, schema))
     return open_table(path, schema)
 
 
@@ -69,35 +61,6 @@ def cmd_datasets(args) -> int:
 
 
 GENERATOR_FILE = "generator.npz"  # a saved generator: data only (dpsynth.persist), no pickle
-#: the paper's analysis (Räisä et al. 2023, Sec. 5.2); NAPSU-MQ is told it, so that it measures what the model needs
-DEMO_FORMULA = "income ~ age + sex + race"
-
-
-def _demo_data(method: str):
-    """Adult with its real missing values; for NAPSU-MQ the paper's public discretisation
-    (Räisä et al. 2023, Supp. E), which keeps the likelihood's matrices small."""
-    import dpsynth
-
-    df, schema = dpsynth.load_dataset("adult")
-    if method != "napsu-mq":
-        return df, schema, {}
-    from dpsynth.generators.napsu import adult_reduced
-
-    d, s = adult_reduced(df, schema)
-    # workclass is the one column of the 10 the public schema declares may be missing (the dataset's
-    # documentation): NAPSU-MQ's default missing="auto" measures it with missing as its own level and
-    # releases datasets completed under MAR
-    return d, s, {"analyses": [DEMO_FORMULA]}
-
-
-def _demo_analysis_frame(frame):
-    """Columns of the demo's model from either data layout (post-processing of released data):
-    age as a number (bucket midpoints in the discretised layout)."""
-    import pandas as pd
-
-    out = frame.copy()
-    out["age"] = pd.to_numeric(out["age"].astype(object).where(out["age"].notna(), None)).astype(float)
-    return out
 
 
 def cmd_demo(args) -> int:
@@ -106,13 +69,14 @@ def cmd_demo(args) -> int:
     import time
 
     import dpsynth
+    from dpsynth.datasets import DEMO_FORMULA, demo_analysis_frame, demo_data
     from dpsynth.report import analyst_report, holder_report
 
     t0 = time.time()
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
     methods = dpsynth.available_methods()
     method = args.method or next(m for m in ("napsu-mq", "privbayes-e", "independent") if m in methods)
-    data, schema, options = _demo_data(method)
+    data, schema, options = demo_data(method)
     delta = 1e-9 if method == "napsu-mq" else None
     say(f"Adult: {data.shape[0]} rows x {data.shape[1]} columns, {int(data.isna().sum().sum())} missing cells; "
         f"{method}, epsilon=1{f', delta={delta:g}' if delta else ''}, m={args.m}")
@@ -122,17 +86,17 @@ def cmd_demo(args) -> int:
     out = Path(args.out)
     res.to_csv(out / "synthetic")
     res.generator.save(out / GENERATOR_FILE)
-    ap = analyst_report(res, DEMO_FORMULA, family="binomial", path=out / "report.html", transform=_demo_analysis_frame)
+    ap = analyst_report(res, DEMO_FORMULA, family="binomial", path=out / "report.html", transform=demo_analysis_frame)
     say(f"analyst report (releasable): {ap}")
     hp = holder_report(data, res, schema, DEMO_FORMULA, family="binomial", path=out / "holder-report.html",
-                       target="income", transform=_demo_analysis_frame)
+                       target="income", transform=demo_analysis_frame)
     say(f"data holder report (PRIVATE, not for release): {hp}")
     say(f"done in {time.time() - t0:.0f} s")
     return 0
 
 
 def _load_synth_dir(folder: Path):
-    import dpsynth
+    from dpsynth.datasets import read_csv
     from dpsynth.generators.base import Generator
     from dpsynth.result import SynthResult
 
@@ -143,11 +107,12 @@ def _load_synth_dir(folder: Path):
     files = sorted(folder.glob("synthetic_*.csv"), key=lambda p: int(p.stem.split("_")[1]))
     if not files:
         raise FileNotFoundError(f"no synthetic_*.csv files in {folder}; run 'dpsynth synthesize' first")
-    frames = [gen.schema_.coerce(_read_csv(str(f), gen.schema_)) for f in files]
+    frames = [gen.schema_.coerce(read_csv(str(f), gen.schema_)) for f in files]
     return SynthResult(datasets=frames, ledger=gen.ledger, method=gen.method, schema=gen.schema_, generator=gen)
 
 
 def cmd_report(args) -> int:
+    from dpsynth.datasets import read_csv
     from dpsynth.report import analyst_report, holder_report
 
     folder = Path(args.synth)
@@ -157,7 +122,7 @@ def cmd_report(args) -> int:
     if not args.quiet:
         print(f"analyst report (releasable): {p}")
     if args.real:
-        real = res.schema.coerce(_read_csv(args.real, res.schema))
+        real = res.schema.coerce(read_csv(args.real, res.schema))
         hp = holder_report(real, res, res.schema, args.formula, family=args.family, rule=args.rule,
                            path=out.with_name(out.stem + "-holder.html"), target=args.target)
         if not args.quiet:

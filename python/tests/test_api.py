@@ -111,6 +111,31 @@ def test_cli_help_and_synthesize(tmp_path, toy):
                  "-1", "--out", str(tmp_path / "o2"), "--method", "independent"]) == 2
 
 
+def test_demo_data_and_analysis_frame():
+    """The demo's data (dpsynth.datasets.demo_data, which ``dpsynth demo`` uses) and its analysis
+    transform: age is a float in both layouts (bucket midpoints in NAPSU-MQ's), the input unchanged."""
+    from dpsynth.datasets import DEMO_FORMULA, demo_analysis_frame, demo_data
+
+    full, schema, opts = demo_data("privbayes-e")
+    assert opts == {} and full.shape == (32561, 15) and full.isna().any().any()
+    reduced, rschema, ropts = demo_data("napsu-mq")
+    assert ropts == {"analyses": [DEMO_FORMULA]} and reduced.shape[1] == 10 and set(rschema.names) == set(reduced)
+    for frame in (full, reduced):
+        before = frame.copy()
+        out = demo_analysis_frame(frame)
+        pd.testing.assert_frame_equal(frame, before)
+        assert out["age"].dtype == float and out["age"].notna().all()
+    assert sorted(demo_analysis_frame(reduced)["age"].unique()) == sorted({float(a) for a in reduced["age"]})
+
+
+def test_cli_demo_writes_both_reports(tmp_path):
+    from dpsynth.cli import main
+
+    assert main(["demo", "--method", "independent", "--m", "2", "--seed", "1", "--out", str(tmp_path), "--quiet"]) == 0
+    assert (tmp_path / "report.html").exists() and (tmp_path / "holder-report.html").exists()
+    assert (tmp_path / "synthetic" / "synthetic_2.csv").exists() and (tmp_path / "generator.npz").exists()
+
+
 def test_cli_audit_runs():
     from dpsynth.cli import main
 

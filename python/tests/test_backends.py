@@ -247,7 +247,8 @@ def test_spark_counts_and_synthetic_data_identical(spark, tricky, adult, tmp_pat
 def test_cli_counts_a_csv_in_duckdb_as_pandas_would(tmp_path, adult):
     """``dpsynth synthesize DATA.csv`` with a marginal-based method reads the CSV in DuckDB (same
     missing-value cells, categories as text) and writes what the pandas route would."""
-    from dpsynth.cli import _read_csv, main
+    from dpsynth.cli import main
+    from dpsynth.datasets import read_csv
 
     df, schema = adult
     df.iloc[:3000].to_csv(tmp_path / "d.csv", index=False)
@@ -255,7 +256,7 @@ def test_cli_counts_a_csv_in_duckdb_as_pandas_would(tmp_path, adult):
     assert main(["synthesize", str(tmp_path / "d.csv"), "--schema", str(tmp_path / "s.json"), "--method",
                  "privbayes-e", "--epsilon", "1", "--seed", "4", "--n", "200", "--out", str(tmp_path / "o"),
                  "--quiet"]) == 0
-    expected = dpsynth.synthesize(_read_csv(str(tmp_path / "d.csv"), schema), schema, "privbayes-e", 1.0, seed=4,
+    expected = dpsynth.synthesize(read_csv(str(tmp_path / "d.csv"), schema), schema, "privbayes-e", 1.0, seed=4,
                                   n=200)
     expected.to_csv(tmp_path / "e")
     assert (tmp_path / "o" / "synthetic_1.csv").read_text() == (tmp_path / "e" / "synthetic_1.csv").read_text()
