@@ -24,10 +24,8 @@ Example
 >>> import numpy as np
 >>> from dpsynth.graphical import Domain
 >>> from dpsynth.privacy import NoiseSource, PrivacyLedger, cdp_rho
->>> rng = np.random.default_rng(0)
->>> a = rng.integers(0, 2, 500); codes = np.column_stack([a, a, rng.integers(0, 3, 500)])
->>> led = PrivacyLedger(1.0, 1e-6)
->>> rho = cdp_rho(1.0, 1e-6)
+>>> codes = np.tile([[0, 0, 0], [1, 1, 2], [1, 1, 1], [0, 0, 2]], (125, 1))  # 500 rows, b = a
+>>> rho, led = cdp_rho(1.0, 1e-6), PrivacyLedger(1.0, 1e-6)
 >>> one_way, edges = mst_select(codes, Domain(["a", "b", "c"], [2, 2, 3]), rho, led, NoiseSource(1))
 >>> ("a", "b") in edges, len(edges), round(led.total_rho() / rho, 6)  # 1-ways and selection: 2/3 of ρ
 (True, 2, 0.666667)
