@@ -31,7 +31,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ..schema import MISSING, Schema, _check_frame, unknown_categories_message
+from ..schema import MISSING, Schema, unknown_categories_message
 from . import EncodedRows, Rows, _spec
 
 NA_STRINGS = ("", "NA", "?")
