@@ -104,7 +104,7 @@ def test_audit_ceiling_follows_relation_and_pair(method, pair, relation, factor)
 def test_audit_ceiling_decides_the_verdict(monkeypatch):
     """The same demonstrated ε_lo between ε and 2ε passes a changed row under add/remove and fails
     it under replace-one."""
-    import dpsynth.audit as audit
+    import dpsynth.audit.distinguishing as audit
 
     monkeypatch.setattr(audit, "epsilon_lower_bound", lambda *a, **k: 1.5)
     assert distinguishing_audit("independent", epsilon=1.0, runs=4, n_synth=10, seed=0)["passed"]
