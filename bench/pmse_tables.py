@@ -35,40 +35,12 @@ import pandas as pd
 import dpsynth
 from dpsynth.generators.comparators import (NoisyBayesSynth, SmoothHistogram, functional_mechanism_regression,
                                             posterior_predictive_synth)
-from dpsynth.generators.pmse import PMSEMechanism, SequentialModel, StumpPMSE, _Col
+from dpsynth.generators.pmse import ModelColumn, PMSEMechanism, SequentialModel, StumpPMSE
+from dpsynth.generators.pmse.paper import PAPER_TABLE1, PAPER_TABLE2, UNBOUNDED, bounded_schema, paper_data
 from dpsynth.metrics import RpartLikeTree, pmse
 
 EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0)
 REG_EPSILONS = (0.25, 0.5, 1.0)
-PAPER_TABLE2 = {  # ε: (non-DP, pMSE mech, DP Bayes, smooth hist) mean, then variance
-    0.25: ((0.00660, 0.09281, 0.20509, 0.08206), (8.681e-07, 1.347e-03, 3.079e-03, 2.826e-05)),
-    0.5: ((0.00663, 0.03610, 0.17876, 0.05398), (8.929e-07, 8.020e-05, 5.914e-03, 1.809e-05)),
-    1.0: ((0.00661, 0.02107, 0.14372, 0.03278), (8.342e-07, 1.648e-05, 8.579e-03, 1.069e-05)),
-    2.0: ((0.00660, 0.01459, 0.11177, 0.01892), (8.342e-07, 1.648e-05, 8.579e-03, 1.069e-05)),
-    4.0: ((0.00660, 0.01161, 0.07919, 0.01129), (8.671e-07, 3.329e-06, 9.087e-03, 5.964e-06)),
-}
-PAPER_TABLE1 = {(1, 0.01): 0.0, (2, 0.01): 0.3, (5, 0.01): 0.6, (30, 0.01): 0.7,
-                (1, 0.001): 0.0, (2, 0.001): 0.5, (5, 0.001): 2.0, (30, 0.001): 2.5}  # % violating 1/n
-UNBOUNDED = dpsynth.Schema.from_dict({"x1": {"type": "numeric"}, "x2": {"type": "numeric"}})
-
-
-def paper_data(n: int, rng: np.random.Generator, scale: str = "var") -> pd.DataFrame:
-    """X1 ~ N(2, 10), X2 | x1 ~ N(−2.5 + 0.5 x1, 3); ``scale="var"``: 10 and 3 are variances, "sd": sds."""
-    s1, s2 = (np.sqrt(10), np.sqrt(3)) if scale == "var" else (10.0, 3.0)
-    x1 = rng.normal(2, s1, n)
-    return pd.DataFrame({"x1": x1, "x2": rng.normal(-2.5 + 0.5 * x1, s2)})
-
-
-def true_moments(scale: str):
-    v1, v2 = (10.0, 3.0) if scale == "var" else (100.0, 9.0)
-    return (2.0, np.sqrt(v1)), (-1.5, np.sqrt(0.25 * v1 + v2))
-
-
-def bounded_schema(k: float, scale: str) -> dpsynth.Schema:
-    """Bounds at the true mean ± k true sd of each column (the paper's "k times the standard deviation")."""
-    (m1, s1), (m2, s2) = true_moments(scale)
-    return dpsynth.Schema.from_dict({"x1": {"type": "numeric", "lower": m1 - k * s1, "upper": m1 + k * s1},
-                                     "x2": {"type": "numeric", "lower": m2 - k * s2, "upper": m2 + k * s2}})
 
 
 def eval_pmse(real: pd.DataFrame, synth: pd.DataFrame) -> float:
@@ -154,7 +126,7 @@ def table1(args):
     viol_half = {c: 0 for c in configs}
     worst = {c: 0.0 for c in configs}
     stump_worst = 0.0
-    model = SequentialModel([_Col("x1", "numeric"), _Col("x2", "numeric")])
+    model = SequentialModel([ModelColumn("x1", "numeric"), ModelColumn("x2", "numeric")])
     rng = np.random.default_rng(2024)
     t = np.r_[np.zeros(n), np.ones(n)]
     for sim in range(args.table1_sims):

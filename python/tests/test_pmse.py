@@ -1,4 +1,4 @@
-"""The pMSE mechanism (generators/pmse.py) and its comparators (generators/comparators.py)."""
+"""The pMSE mechanism (the package generators/pmse/) and its comparators (generators/comparators.py)."""
 import itertools
 import time
 
@@ -9,22 +9,12 @@ import pytest
 import dpsynth
 from dpsynth.generators.comparators import (NoisyBayesSynth, SmoothHistogram, functional_mechanism_regression,
                                             posterior_predictive_synth)
-from dpsynth.generators.pmse import (PMSEMechanism, Prior, SequentialModel, StumpPMSE, _Col, pmse_chains)
+from dpsynth.generators.pmse import ModelColumn, PMSEMechanism, Prior, SequentialModel, StumpPMSE, pmse_chains
+from dpsynth.generators.pmse.paper import UNBOUNDED, bounded_schema, paper_data
 from dpsynth.privacy import distance, record_noise_inputs, replay_noise_outputs
 
 FAST = dict(n_candidates=40, n_stages=2)  # the exact sampler (default), small
 MCMC = dict(sampler="metropolis-approximate", n_search=40, n_adapt=40, n_sample=20)
-
-
-def paper_data(n, rng, var=True):
-    """The paper's DGP: X1 ~ N(2, 10), X2 ~ N(−2.5 + 0.5·x1, 3), 10 and 3 read as variances (var=True)
-    or as standard deviations (var=False)."""
-    s1, s2 = (np.sqrt(10), np.sqrt(3)) if var else (10.0, 3.0)
-    x1 = rng.normal(2, s1, n)
-    return pd.DataFrame({"x1": x1, "x2": rng.normal(-2.5 + 0.5 * x1, s2)})
-
-
-UNBOUNDED = dpsynth.Schema.from_dict({"x1": {"type": "numeric"}, "x2": {"type": "numeric"}})
 
 
 def _brute_pmse(real_in, syn_in, n_o, n_s):
@@ -42,7 +32,7 @@ def test_stump_quality_against_brute_force():
     subset features equal exhaustive enumeration."""
     rng = np.random.default_rng(0)
     n = 24
-    model = SequentialModel([_Col("x", "numeric"), _Col("y", "numeric"), _Col("g", "categorical", 3)])
+    model = SequentialModel([ModelColumn("x", "numeric"), ModelColumn("y", "numeric"), ModelColumn("g", "categorical", 3)])
     real_num, syn_num = rng.normal(size=(n, 2)), rng.normal(0.4, 1.3, size=(n, 2))
     real_cat, syn_cat = rng.integers(0, 3, (n, 1)), rng.integers(0, 3, (n, 1))
     q = StumpPMSE(model, real_num, real_cat, "pairs", grid=(4096, 4096))
@@ -74,7 +64,7 @@ def test_stump_sensitivity_below_one_over_2n():
     less than 1/(2n) (the bound proved in the module docstring), and the bound is not vacuous."""
     rng = np.random.default_rng(1)
     n = 60
-    model = SequentialModel([_Col("x", "numeric"), _Col("y", "numeric"), _Col("g", "categorical", 2)])
+    model = SequentialModel([ModelColumn("x", "numeric"), ModelColumn("y", "numeric"), ModelColumn("g", "categorical", 2)])
     worst = 0.0
     for trial in range(150):
         real_num = rng.normal(size=(n, 2)) * rng.uniform(0.3, 3)
@@ -96,7 +86,7 @@ def test_stump_sensitivity_below_one_over_2n():
 
 def test_model_simulation_recovers_parameters():
     """g(θ) with the paper's θ (centred state) reproduces the regression it encodes."""
-    model = SequentialModel([_Col("x1", "numeric"), _Col("x2", "numeric")])
+    model = SequentialModel([ModelColumn("x1", "numeric"), ModelColumn("x2", "numeric")])
     raw = np.array([[2.0, 0.5 * np.log(10), -2.5, 0.5, 0.5 * np.log(3)]])
     theta = model.centred(raw)
     assert np.allclose(model.raw(theta), raw)
@@ -113,7 +103,7 @@ def test_model_simulation_recovers_parameters():
 def test_sampler_reaches_a_known_target_from_dispersed_starts():
     """With a quality whose exponential-mechanism density is N(5, 0.5²) × flat prior in each
     coefficient, independent chains from prior draws end near that law (asinh Jacobian right)."""
-    model = SequentialModel([_Col("x", "numeric")])
+    model = SequentialModel([ModelColumn("x", "numeric")])
     prior = Prior(model, 1e5, 10.0, "var")
     rng = np.random.default_rng(3)
 
@@ -131,7 +121,22 @@ def test_sampler_reaches_a_known_target_from_dispersed_starts():
     th = prior.theta(states)
     assert th[:, 0].mean() == pytest.approx(5.0, abs=0.1)
     assert th[:, 0].std() == pytest.approx(0.5, rel=0.2)
-    assert np.all(diag["rhat"] < 1.1)
+    assert np.all(diag["rhat"] < 1.1)  # rank-normalised split-R̂, the engine's one implementation
+    assert np.all(diag["ess_bulk"] > 1000)  # 300 chains × 100 draws; measured ≈ 2,800-3,000
+
+
+def test_chain_diagnostics_are_the_engines():
+    """One R̂/ESS implementation: the pMSE package re-exports graphical.posterior's; fewer than four
+    draws per chain give NaN."""
+    from dpsynth.generators import pmse
+    from dpsynth.generators.pmse.diagnostics import mixing
+    from dpsynth.graphical import posterior
+
+    assert pmse.split_rhat is posterior.split_rhat and pmse.ess_bulk is posterior.ess_bulk
+    out = mixing(np.zeros((3, 3, 2)))
+    assert np.isnan(out["rhat"]).all() and np.isnan(out["ess_bulk"]).all()
+    stuck = np.random.default_rng(0).normal(size=(4, 50, 1)) + np.arange(4)[:, None, None] * 3
+    assert mixing(stuck)["rhat"][0] > 1.5
 
 
 # ---------------------------------------------------------------------------- the generator
@@ -285,16 +290,10 @@ def test_paper_headline_n5000_eps1():
 
 
 # ---------------------------------------------------------------------------- comparators
-def _bounded_schema(k=4.0):
-    sd1, sd2 = np.sqrt(10), np.sqrt(5.5)
-    return dpsynth.Schema.from_dict({"x1": {"type": "numeric", "lower": 2 - k * sd1, "upper": 2 + k * sd1},
-                                     "x2": {"type": "numeric", "lower": -1.5 - k * sd2, "upper": -1.5 + k * sd2}})
-
-
 def test_noisy_bayes_ledger_neighbour_and_accuracy():
     rng = np.random.default_rng(11)
     df = paper_data(2000, rng)
-    schema = _bounded_schema()
+    schema = bounded_schema(4.0)
     d2 = df.copy()
     d2.iloc[0] = [100.0, -100.0]  # clipped to the bounds
     recs = []
@@ -314,7 +313,7 @@ def test_noisy_bayes_ledger_neighbour_and_accuracy():
 def test_smooth_histogram_lambda_and_release():
     rng = np.random.default_rng(12)
     df = paper_data(1000, rng)
-    gen = SmoothHistogram(1.0, bins=5).fit(df, _bounded_schema(), seed=1)
+    gen = SmoothHistogram(1.0, bins=5).fit(df, bounded_schema(4.0), seed=1)
     K, n = 25, 1000
     assert gen.lambda_ == pytest.approx(K / (K + n * np.expm1(1.0 / n)))
     # the worst-case probability ratio of the k released points is e^ε
@@ -322,7 +321,7 @@ def test_smooth_histogram_lambda_and_release():
     assert n * np.log(ratio) == pytest.approx(1.0, rel=1e-6)
     res = gen.sample(seed=2)
     assert res.datasets[0].shape == (1000, 2) and res.ledger.total_epsilon() == pytest.approx(1.0)
-    few = SmoothHistogram(1.0, bins=5, k=50).fit(df, _bounded_schema(), seed=1)
+    few = SmoothHistogram(1.0, bins=5, k=50).fit(df, bounded_schema(4.0), seed=1)
     assert few.lambda_ < gen.lambda_ and few.sample(n=200, seed=1).datasets[0].shape == (200, 2)
 
 

@@ -17,10 +17,9 @@ replace-one (n public), as in the paper's comparison.
 
 Example
 -------
->>> import numpy as np, pandas as pd, dpsynth
->>> rng = np.random.default_rng(0)
->>> x1 = rng.normal(2, np.sqrt(10), 2000)
->>> df = pd.DataFrame({"x1": x1, "x2": rng.normal(-2.5 + 0.5 * x1, np.sqrt(3))})
+>>> import numpy as np, dpsynth
+>>> from dpsynth.generators.pmse.paper import paper_data
+>>> df = paper_data(2000, np.random.default_rng(0))
 >>> schema = dpsynth.Schema.from_dict({"x1": {"type": "numeric", "lower": -11, "upper": 15},
 ...                                    "x2": {"type": "numeric", "lower": -12, "upper": 7}})
 >>> res = NoisyBayesSynth(1.0, n_releases=2).fit(df, schema, seed=1).sample(m=2, seed=2)
