@@ -29,7 +29,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .fit import PooledResult, fit_one, outcome_column, outcome_coding
+from .dataset_fit import fit_one
+from .formula import outcome_coding, outcome_column
+from .result import PooledResult
 
 
 def ci_overlap(low_obs, high_obs, low_syn, high_syn):

@@ -149,21 +149,64 @@ def _flat_rule(rule, m, qbar, ubar, b, dfcom, ratio) -> ScalarPool:
     with np.errstate(divide="ignore", invalid="ignore"):
         riv = (1 + 1 / m) * b / ubar
         if rule == "mi":
-            t = ubar + (1 + 1 / m) * b
+            t = total_variance(rule, ubar, b, m)
             df = barnard_rubin(m, b, t, dfcom)
             lam = (1 + 1 / m) * b / t
             fmi = (riv + 2 / (df + 3)) / (riv + 1)
             return ScalarPool(qbar, ubar, b, t, df, riv, lam, fmi, fallback)
         if rule == "reiter2003":
-            t = ubar + b / m
+            t = total_variance(rule, ubar, b, m)
             df = (m - 1) * (1 + ubar / (b / m)) ** 2
             return ScalarPool(qbar, ubar, b, t, df, riv, nan, nan, fallback)
         # "synthetic"
-        t_raw = (1 + 1 / m) * b - ubar
+        t_raw = total_variance(rule, ubar, b, m)
         df = (m - 1) * (1 - ubar / ((1 + 1 / m) * b)) ** 2
     fallback = ~(t_raw > 0)
     t = np.where(fallback, ratio * ubar, t_raw)
     return ScalarPool(qbar, ubar, b, t, df, riv, nan, nan.copy(), fallback)
+
+
+def _two_stage_extra(rule, M, r, b, w):
+    """The two-stage rules' between- and within-nest part: (1 + 1/M) B ∓ c_W W̄ (see `_two_stage`)."""
+    if rule == "two-stage":
+        return (1 + 1 / M) * b - (1 / r) * w
+    return (1 + 1 / M) * b + (1 - 1 / r) * w
+
+
+def total_variance(rule, ubar, b, m, w=None, r=None):
+    """The rule's total variance T before any fallback: the one home of the combining rules' formulas.
+    Elementwise, so it serves per-term variances and covariance matrices alike. ``m``: datasets (the
+    flat rules) or nests M (the two-stage rules, which also take the within-nest ``w`` and ``r``).
+
+    * "mi" (Rubin 1987): T = Ū + (1 + 1/m) B; "reiter2003": T = Ū + B/m;
+    * "synthetic" (Raghunathan, Reiter & Rubin 2003): T = (1 + 1/m) B − Ū;
+    * "two-stage": T = Ū + (1 + 1/M) B − W̄/r; "two-stage-synthetic": T = (1 + 1/M) B + (1 − 1/r) W̄ − Ū.
+
+    >>> round(float(total_variance("mi", 0.04, 0.01, 4)), 6)
+    0.0525
+    """
+    if rule == "mi":
+        return ubar + (1 + 1 / m) * b
+    if rule == "reiter2003":
+        return ubar + b / m
+    if rule == "synthetic":
+        return (1 + 1 / m) * b - ubar
+    extra = _two_stage_extra(rule, m, r, b, w)
+    return ubar + extra if rule == "two-stage" else extra - ubar
+
+
+def total_covariance(rule, q, covs, shape=None):
+    """The rule's total covariance matrix T (before any fallback) from estimates q (n x p) and
+    covariance matrices covs (n x p x p); ``shape`` = (M, r) for the two-stage rules, n = M r."""
+    ubar = covs.mean(axis=0)
+    if shape is None:
+        return total_variance(rule, ubar, np.atleast_2d(np.cov(q, rowvar=False, ddof=1)), q.shape[0])
+    M, r = shape
+    qn = q.reshape(M, r, -1)
+    b = np.atleast_2d(np.cov(qn.mean(axis=1), rowvar=False, ddof=1))
+    w = np.mean([np.atleast_2d(np.cov(qn[l], rowvar=False, ddof=1)) for l in range(M)], axis=0) if r > 1 \
+        else np.zeros_like(b)
+    return total_variance(rule, ubar, b, M, w, r)
 
 
 def _two_stage(rule, M, r, qbar, ubar, b_between, w_within, ratio) -> ScalarPool:
@@ -205,15 +248,9 @@ def _two_stage(rule, M, r, qbar, ubar, b_between, w_within, ratio) -> ScalarPool
     "two-stage-synthetic" (so that T = Ū (1 + riv), resp. Ū (riv − 1), as for "mi" / "synthetic").
     Both rules are checked by simulation in python/tests/test_inference.py (slow tests).
     """
-    c_b = 1 + 1 / M
-    if rule == "two-stage":
-        c_w = 1 / r
-        extra = c_b * b_between - c_w * w_within
-        t_raw = ubar + extra
-    else:
-        c_w = 1 - 1 / r
-        extra = c_b * b_between + c_w * w_within
-        t_raw = extra - ubar
+    c_b, c_w = 1 + 1 / M, (1 / r if rule == "two-stage" else 1 - 1 / r)
+    extra = _two_stage_extra(rule, M, r, b_between, w_within)
+    t_raw = total_variance(rule, ubar, b_between, M, w_within, r)
     with np.errstate(divide="ignore", invalid="ignore"):
         w_part = (c_w * w_within) ** 2 / (M * (r - 1)) if r > 1 else np.zeros_like(w_within)
         df = t_raw ** 2 / ((c_b * b_between) ** 2 / (M - 1) + w_part)
@@ -242,7 +279,7 @@ def pool_terms(rule, q, u, *, dfcom=None, ratio=1.0) -> ScalarPool:
 
 def scalar_table(terms, res: ScalarPool, rule, m, dfcom, conf_level=0.95, nested=None) -> pd.DataFrame:
     """The mice-shaped table from per-term results (adds std.error, statistic, p.value, CI)."""
-    level = _check_level(conf_level)
+    level = check_level(conf_level)
     se = np.sqrt(res.t)
     with np.errstate(divide="ignore", invalid="ignore"):
         statistic = res.estimate / se
@@ -265,7 +302,8 @@ def scalar_table(terms, res: ScalarPool, rule, m, dfcom, conf_level=0.95, nested
     return out
 
 
-def _check_level(conf_level) -> float:
+def check_level(conf_level) -> float:
+    """``conf_level`` is a number strictly between 0 and 1 (the intervals' level)."""
     level = float(conf_level)
     if not 0 < level < 1:
         raise ValueError(f"conf_level must be between 0 and 1 (e.g. 0.95); got {conf_level!r}")
@@ -525,7 +563,7 @@ def wald_test(estimates, variances=None, rule: str = "synthetic", *, terms=None,
         estimates, variances, df_resid = from_results(estimates)
         dfcom = df_resid if dfcom is None else dfcom
     rule, q, cov, names = _prepare(estimates, variances, rule, names)
-    idx = _select(names, terms)
+    idx = select_terms(names, terms)
     q, cov = q[..., idx], cov[..., idx, :][..., idx]
     if rule in NESTED_RULES:
         raise ValueError(f"the D1 test is not available for rule {rule!r} (only 'mi', 'reiter2003', "
@@ -536,7 +574,8 @@ def wald_test(estimates, variances=None, rule: str = "synthetic", *, terms=None,
                            ratio=size_ratio(n_syn, n_orig))
 
 
-def _select(names, terms):
+def select_terms(names, terms):
+    """Positions of ``terms`` (names or positions; None: all) among ``names``."""
     if terms is None:
         return list(range(len(names)))
     if isinstance(terms, (str, int, np.integer)):
