@@ -13,43 +13,34 @@ prints one JSON object on its last line.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import time
-
 import numpy as np
 import torch
+from _common import (adult_8000, complete_truth, emit, fit_sample, group, means, parse_list, parser, tvd_figures,
+                     within_budget)
 
-import dpsynth
 from dpsynth.generators import make_generator
 from dpsynth.metrics import tvd
 from dpsynth.missing import ampute
 
 
 def run(method, df, schema, eps, delta, seed, truth, **opts):
-    t0 = time.perf_counter()
-    gen = make_generator(method, eps, delta, **opts).fit(df, schema, seed=seed)
-    syn = gen.sample(seed=seed + 1).datasets[0]
-    secs = time.perf_counter() - t0
-    led = gen.ledger
-    ok = led.total_epsilon() <= eps * (1 + 1e-9) and led.total_delta() <= delta * (1 + 1e-9)
-    return {"method": method, "seed": seed, "seconds": round(secs, 2), "tvd2": round(tvd(truth, syn, schema, k=2), 4),
-            "tvd2_schema": round(tvd(truth, syn, schema, k=2, mode="schema"), 4),
-            "tvd1": round(tvd(truth, syn, schema, k=1), 4), "epsilon_spent": led.total_epsilon(),
-            "within_budget": bool(ok), "rounds": getattr(gen, "diagnostics_", {}).get("rounds"),
-            "selected": len(getattr(gen, "selected_", []))}
+    gen, syn, _, secs = fit_sample(make_generator(method, eps, delta, **opts), df, schema, seed, seed + 1)
+    figs = tvd_figures(truth, syn, schema)
+    return {"method": method, "seed": seed, "seconds": round(secs, 2), "tvd2": figs["tvd2"],
+            "tvd2_schema": round(tvd(truth, syn, schema, k=2, mode="schema"), 4), "tvd1": figs["tvd1"],
+            "epsilon_spent": gen.ledger.total_epsilon(), "within_budget": within_budget(gen.ledger, eps, delta),
+            "rounds": getattr(gen, "diagnostics_", {}).get("rounds"), "selected": len(getattr(gen, "selected_", []))}
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--seeds", default="1")
     ap.add_argument("--quick", action="store_true", help="MST and the MCAR study only")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    seeds = [int(s) for s in args.seeds.split(",")]
-    df, schema = dpsynth.load_dataset("adult")
-    cc = df.dropna().reset_index(drop=True)
+    seeds = parse_list(args.seeds, int)
+    cc, schema = complete_truth()
     floor = schema.decode(schema.encode(cc[schema.names]), np.random.default_rng(0))
     out = {"floor_tvd2": round(tvd(cc, floor, schema, k=2), 4), "complete": [], "mcar": []}
     for seed in seeds:
@@ -57,22 +48,17 @@ def main(argv=None):
         if not args.quick:
             out["complete"].append(run("aim", cc, schema, 1.0, 1e-9, seed, cc))
         for r in out["complete"][-2:]:
-            print(json.dumps(r))
-    truth = cc.sample(n=8000, random_state=0).reset_index(drop=True)
+            emit(r)
+    truth, _ = adult_8000()
     for seed in seeds:
         mcar = ampute(truth, mechanism="MCAR", p=0.2, seed=seed)
         for method in ("aim", "aim-e"):
             r = run(method, mcar, schema, 1.0, 1e-9, seed, truth)
             out["mcar"].append(r)
-            print(json.dumps(r))
-    summary = {}
-    for part in ("complete", "mcar"):
-        for r in out[part]:
-            key = f"{part}:{r['method']}"
-            summary.setdefault(key, []).append(r)
-    out["summary"] = {k: {"tvd2": round(float(np.mean([r["tvd2"] for r in v])), 4),
-                          "tvd2_schema": round(float(np.mean([r["tvd2_schema"] for r in v])), 4),
-                          "seconds": round(float(np.mean([r["seconds"] for r in v])), 2)} for k, v in summary.items()}
+            emit(r)
+    runs = [{**r, "key": f"{part}:{r['method']}"} for part in ("complete", "mcar") for r in out[part]]
+    out["summary"] = {k: means(v, {"tvd2": 4, "tvd2_schema": 4, "seconds": 2})
+                      for k, v in group(runs, lambda r: r["key"]).items()}
     s = out["summary"]
     out["targets"] = {
         "mst_tvd2<=0.06": s["complete:mst"]["tvd2"] <= 0.06, "mst_seconds<=10": s["complete:mst"]["seconds"] <= 10,
@@ -81,7 +67,7 @@ def main(argv=None):
     if "complete:aim" in s:
         out["targets"].update({"aim_tvd2<=0.05": s["complete:aim"]["tvd2"] <= 0.05,
                                "aim_seconds<=120": s["complete:aim"]["seconds"] <= 120})
-    print(json.dumps(out))
+    emit(out)
 
 
 if __name__ == "__main__":

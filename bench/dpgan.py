@@ -12,50 +12,41 @@ on the last line.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-import time
 
-import numpy as np
 import torch
+from _common import adult_8000, emit, fit_sample, group, log, means, parse_list, parser, tvd_figures, within_budget
 
-import dpsynth
 from dpsynth.generators import make_generator
-from dpsynth.metrics import tvd
 from dpsynth.missing import ampute
 
 EPS, DELTA = 3.0, 1e-6
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--seeds", default="1")
     ap.add_argument("--methods", default="dp-misgan,dpautogan,dpctgan")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    df, schema = dpsynth.load_dataset("adult")
-    truth = df.dropna().sample(n=8000, random_state=0).reset_index(drop=True)
+    truth, schema = adult_8000()
     runs = []
-    for seed in [int(s) for s in args.seeds.split(",")]:
+    for seed in parse_list(args.seeds, int):
         mcar = ampute(truth, mechanism="MCAR", p=0.2, seed=seed)
         for method in args.methods.split(","):
-            t0 = time.perf_counter()
-            gen = make_generator(method, EPS, DELTA).fit(mcar, schema, seed=seed)
-            syn = gen.sample(n=len(truth), seed=seed + 1).datasets[0]
-            r = {"method": method, "seed": seed, "seconds": round(time.perf_counter() - t0, 1),
-                 "tvd2": round(tvd(truth, syn, schema, k=2), 4), "tvd1": round(tvd(truth, syn, schema, k=1), 4),
-                 "epsilon_spent": gen.ledger.total_epsilon(),
-                 "within_budget": bool(gen.ledger.total_epsilon() <= EPS * (1 + 1e-9)),
+            gen, syn, _, secs = fit_sample(make_generator(method, EPS, DELTA), mcar, schema, seed, seed + 1,
+                                           n=len(truth))
+            r = {"method": method, "seed": seed, "seconds": round(secs, 1), **tvd_figures(truth, syn, schema),
+                 "epsilon_spent": gen.ledger.total_epsilon(), "within_budget": within_budget(gen.ledger, EPS),
                  "rows_trained_on_released": round(float(gen.n_), 1)}
             runs.append(r)
-            print(json.dumps(r), file=sys.stderr, flush=True)
-    summary = {m: {k: round(float(np.mean([r[k] for r in runs if r["method"] == m])), 4) for k in ("tvd2", "tvd1", "seconds")}
-               for m in dict.fromkeys(r["method"] for r in runs)}
+            log(json.dumps(r))
+    summary = {m: means(rs, {"tvd2": 4, "tvd1": 4, "seconds": 4})
+               for m, rs in group(runs, lambda r: r["method"]).items()}
     out = {"runs": runs, "summary": summary, "all_within_budget": all(r["within_budget"] for r in runs)}
     if "dp-misgan" in summary and "dpautogan" in summary:
         out["dp-misgan_better_than_dpautogan"] = summary["dp-misgan"]["tvd2"] < summary["dpautogan"]["tvd2"]
-    print(json.dumps(out))
+    emit(out)
 
 
 if __name__ == "__main__":

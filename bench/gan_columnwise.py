@@ -27,14 +27,11 @@ Prints progress to stderr and one JSON object on the last line of stdout.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
-import sys
-import time
 
 import numpy as np
+from _common import adult_8000, emit, fit_sample, log, machine, parser, tvd_figures
 
 import dpsynth
 from dpsynth.generators import make_generator
@@ -44,10 +41,6 @@ from dpsynth.missing import CompleteRows, ampute
 DELTA = 1e-6
 EPS = {"dp-misgan": 3.0, "kamino-i": 1.0, "kamino": 1.0, "privbayes-e": 1.0, "privbayes": 1.0}
 FAST_F1 = ["LogisticRegression", "DecisionTree", "RandomForest", "BernoulliNB"]
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
 
 
 def uniform_noise(schema, n, seed=0):
@@ -67,11 +60,8 @@ def make(method, complete_rows=False):
 
 def run(method, data, schema, truth=None, n=None, seed=1, complete_rows=False, f1=False, f1_classifiers=None):
     load0 = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    gen = make(method, complete_rows).fit(data, schema, seed=seed)
-    fit_s = time.perf_counter() - t0
-    synth = gen.sample(n=n or len(data), seed=seed + 1000).datasets[0]
-    total_s = time.perf_counter() - t0
+    gen, synth, fit_s, total_s = fit_sample(make(method, complete_rows), data, schema, seed, seed + 1000,
+                                            n=n or len(data))
     out = {"fit_seconds": round(fit_s, 1), "seconds": round(total_s, 1),
            "load_before": round(load0, 2), "load_after": round(os.getloadavg()[0], 2),
            "ledger_epsilon": round(gen.ledger.total_epsilon(), 6), "ledger_delta": gen.ledger.total_delta(),
@@ -82,8 +72,7 @@ def run(method, data, schema, truth=None, n=None, seed=1, complete_rows=False, f
         out["dpsgd"] = {"sigma": round(plan.noise_multiplier, 4), "q": round(plan.sample_rate, 6),
                         "T": plan.steps, "epsilon": round(plan.epsilon, 4)}
     if truth is not None:
-        out["tvd2"] = round(tvd(truth, synth, schema, k=2), 4)
-        out["tvd1"] = round(tvd(truth, synth, schema, k=1), 4)
+        out.update(tvd_figures(truth, synth, schema))
     if f1:
         out["f1"] = round(f1_average(truth, synth, targets="adult", classifiers=f1_classifiers, schema=schema).f1, 4)
     name = ("complete-rows:" if complete_rows else "") + method
@@ -92,7 +81,7 @@ def run(method, data, schema, truth=None, n=None, seed=1, complete_rows=False, f
 
 
 def quality8000(df, schema):
-    truth = df.dropna().sample(n=8000, random_state=0).reset_index(drop=True)
+    truth, _ = adult_8000()
     masked = ampute(truth, "MCAR", p=0.2, seed=1, schema=schema)
     res = {"rows": 8000, "complete_rows_after_mcar": int(masked.dropna().shape[0]),
            "tvd2_uniform": round(tvd(truth, uniform_noise(schema, 8000), schema, k=2), 4)}
@@ -132,7 +121,7 @@ def mechanisms(df, schema, f1_classifiers):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--sections", default="quality8000,speed,mechanisms")
     ap.add_argument("--f1-classifiers", default=",".join(FAST_F1),
                     help="comma-separated names from dpsynth.metrics.CLASSIFIERS, or 'all'")
@@ -141,7 +130,7 @@ def main(argv=None):
     f1_classifiers = None if args.f1_classifiers == "all" else args.f1_classifiers.split(",")
 
     df, schema = dpsynth.load_dataset("adult")
-    out = {"bench": "gan_columnwise", "python": platform.python_version(), "cpus": os.cpu_count(),
+    out = {"bench": "gan_columnwise", **machine(("python", "cpus")),
            "note": "shared 2-core machine; timings taken under contention (see load_before/load_after)"}
     checks = {}
     if "quality8000" in sections:
@@ -158,7 +147,7 @@ def main(argv=None):
     if "mechanisms" in sections:
         out["mechanisms"] = mechanisms(df, schema, f1_classifiers)
     out["checks"] = checks
-    print(json.dumps(out))
+    emit(out)
 
 
 if __name__ == "__main__":

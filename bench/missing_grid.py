@@ -28,19 +28,16 @@ Writes ``bench/out/missing_grid.csv`` (one row per run) and ``bench/out/missing_
 """
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _common import CONTENTION, complete_truth, emit, fit_sample, log, parse_list, parser, tvd_figures
 
-import dpsynth
 from dpsynth.generators import available_methods, generator_class, make_generator
-from dpsynth.metrics import f1_average, tvd
+from dpsynth.metrics import f1_average
 from dpsynth.metrics.f1 import PAPER_TARGETS
 from dpsynth.missing import ampute
 from dpsynth.schema import atomic_write_text
@@ -68,12 +65,8 @@ REFERENCE = {
 }
 
 
-def _list(text: str, cast=str) -> list:
-    return [cast(x.strip()) for x in str(text).split(",") if x.strip()]
-
-
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--methods", default=None, help="comma list (default: those of %s available), or 'figure3' "
                     "(the seed paper's Figure 3 methods)" % ",".join(DEFAULT_METHODS))
     ap.add_argument("--datasets", default="adult,bank,national")
@@ -102,7 +95,7 @@ def resolve_methods(text):
     elif text == "figure3":
         methods = [m for m in FIGURE3_METHODS if m in avail]
     else:
-        methods = _list(text)
+        methods = parse_list(text)
     for m in methods:
         base = m.split(":", 1)[-1]
         if ":" in m and m.split(":", 1)[0] not in STRATEGIES:
@@ -126,19 +119,18 @@ def build(method: str, epsilon: float, n_rows: int):
 def run(args) -> dict:
     t_start = time.time()
     methods = resolve_methods(args.methods)
-    datasets = _list(args.datasets)
-    mechanisms = [m.upper() for m in _list(args.mechanisms)]
-    rates = _list(args.rates, float)
-    epsilons = _list(args.epsilons, float)
-    seeds = _list(args.seeds, int)
-    classifiers = None if args.f1_classifiers == "all" else _list(args.f1_classifiers)
+    datasets = parse_list(args.datasets)
+    mechanisms = [m.upper() for m in parse_list(args.mechanisms)]
+    rates = parse_list(args.rates, float)
+    epsilons = parse_list(args.epsilons, float)
+    seeds = parse_list(args.seeds, int)
+    classifiers = None if args.f1_classifiers == "all" else parse_list(args.f1_classifiers)
     rows = []
     for ds in datasets:
-        df, schema = dpsynth.load_dataset(ds)
-        truth = df.dropna().reset_index(drop=True)
+        truth, schema = complete_truth(ds)
         targets = None
         if ds == "adult" and args.f1_targets != "none":
-            targets = PAPER_TARGETS["adult"] if args.f1_targets == "paper" else _list(args.f1_targets)
+            targets = PAPER_TARGETS["adult"] if args.f1_targets == "paper" else parse_list(args.f1_targets)
         cells = [("none", 0.0)] if 0.0 in rates else []
         cells += [(m, r) for m in mechanisms for r in rates if r > 0]
         for mech, rate in cells:
@@ -150,31 +142,24 @@ def run(args) -> dict:
                     for eps in epsilons:
                         row = {"dataset": ds, "method": method, "mechanism": mech, "rate": rate, "epsilon": eps,
                                "seed": seed, "cell_missing": round(realised, 4), "complete_rows": complete}
-                        t0 = time.time()
                         try:
-                            gen = build(method, eps, len(truth)).fit(data, schema, seed=seed)
-                            synth = gen.sample(seed=seed + 10_000).datasets[0]
+                            gen, synth, _, secs = fit_sample(build(method, eps, len(truth)), data, schema, seed,
+                                                             seed + 10_000)
                         except Exception as err:  # one failing cell must not sink the grid
                             row.update({"error": f"{type(err).__name__}: {err}"})
                             rows.append(row)
-                            print(f"[missing_grid] {ds} {method} {mech} {rate} ε={eps} seed={seed}: {row['error']}",
-                                  file=sys.stderr)
+                            log(f"[missing_grid] {ds} {method} {mech} {rate} ε={eps} seed={seed}: {row['error']}")
                             continue
-                        row["fit_sample_s"] = round(time.time() - t0, 2)
-                        row["n_synth"] = len(synth)
-                        row["epsilon_spent"] = gen.ledger.total_epsilon()
-                        row["tvd1"] = tvd(truth, synth, schema, k=1)
-                        row["tvd2"] = tvd(truth, synth, schema, k=2)
-                        if args.tvd3:
-                            row["tvd3"] = tvd(truth, synth, schema, k=3)
+                        row.update(fit_sample_s=round(secs, 2), n_synth=len(synth),
+                                   epsilon_spent=gen.ledger.total_epsilon())
+                        row.update(tvd_figures(truth, synth, schema, ks=(1, 2, 3) if args.tvd3 else (1, 2), digits=None))
                         if targets is not None:
                             t1 = time.time()
                             row["f1"] = f1_average(truth, synth, targets, classifiers, schema=schema, seed=42).f1
                             row["f1_s"] = round(time.time() - t1, 1)
                         rows.append(row)
-                        print(f"[missing_grid] {ds} {method} {mech} p={rate} ε={eps} seed={seed}: "
-                              f"tvd1={row['tvd1']:.3f} tvd2={row['tvd2']:.3f}"
-                              + (f" f1={row['f1']:.3f}" if "f1" in row else ""), file=sys.stderr)
+                        log(f"[missing_grid] {ds} {method} {mech} p={rate} ε={eps} seed={seed}: "
+                            f"tvd1={row['tvd1']:.3f} tvd2={row['tvd2']:.3f}" + (f" f1={row['f1']:.3f}" if "f1" in row else ""))
     table = pd.DataFrame(rows)
     out = Path(args.out)
     atomic_write_text(out, table.to_csv(index=False))
@@ -193,7 +178,7 @@ def run(args) -> dict:
                      f"adult targets={args.f1_targets}, classifiers={args.f1_classifiers} "
                      "(HistGradientBoosting substitutes XGBoost)"},
         "summary": _records(summary),
-        "note": "timings taken on a shared 2-core machine under contention",
+        "note": CONTENTION,
     }
 
 
@@ -234,7 +219,7 @@ def _records(frame: pd.DataFrame) -> list:
 
 def main(argv=None):
     result = run(parse_args(argv))
-    print(json.dumps(result))
+    emit(result)
 
 
 if __name__ == "__main__":

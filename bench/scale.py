@@ -27,10 +27,8 @@ Prints progress to stderr and one JSON object on the last line of stdout.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -38,6 +36,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import emit, log, machine, parser
 
 HERE = Path(__file__).resolve().parent
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent / "python"), os.environ.get("PYTHONPATH", "")]))
@@ -108,7 +108,7 @@ def import_seconds(statement: str, repeats: int = 7) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--sizes", default="1000000,3000000,10000000")
     ap.add_argument("--pandas", action="store_true", help="also run the 1M rows from a DataFrame")
     ap.add_argument("--workdir", default=None, help="folder for the Parquet files (default: a temporary one)")
@@ -117,8 +117,7 @@ def main() -> None:
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="dpsynth-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     out = {"bench": "scale", "method": "privbayes-e", "epsilon": 1.0, "synthetic_rows": 100_000,
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                       "load_average_before": os.getloadavg()}, "runs": {}}
+           "machine": {**machine(("cpus", "python")), "load_average_before": os.getloadavg()}, "runs": {}}
     try:
         base = import_seconds("pass")
         pandas_s = import_seconds("import pandas")
@@ -126,21 +125,20 @@ def main() -> None:
         out["import"] = {"python_seconds": base, "pandas_seconds": pandas_s, "dpsynth_seconds": dpsynth_s,
                          "ratio": dpsynth_s / pandas_s,
                          "ratio_without_interpreter": (dpsynth_s - base) / max(pandas_s - base, 1e-9)}
-        print(f"import: python {base:.3f} s, pandas {pandas_s:.3f} s, dpsynth {dpsynth_s:.3f} s", file=sys.stderr)
+        log(f"import: python {base:.3f} s, pandas {pandas_s:.3f} s, dpsynth {dpsynth_s:.3f} s")
         for n in sizes:
             path = work / f"adult_{n}.parquet"
             made = make_parquet(n, path) if not path.exists() else 0.0
             r = run_child(path, "parquet")
             r["parquet_seconds"], r["parquet_mib"] = made, path.stat().st_size / 2 ** 20
             out["runs"][f"{n}"] = r
-            print(f"{n:>10,} rows: {r['seconds']:.1f} s (scan {r['scan_seconds']:.1f} s), peak {r['peak_mib']:.0f} "
-                  f"MiB ({r['distinct_rows']} distinct encoded rows)", file=sys.stderr)
+            log(f"{n:>10,} rows: {r['seconds']:.1f} s (scan {r['scan_seconds']:.1f} s), peak {r['peak_mib']:.0f} "
+                f"MiB ({r['distinct_rows']} distinct encoded rows)")
         if args.pandas:
             n = sizes[0]
             r = run_child(work / f"adult_{n}.parquet", "pandas")
             out["runs"][f"{n}_dataframe"] = r
-            print(f"{n:>10,} rows from a DataFrame: fit {r['fit_seconds']:.1f} s, peak {r['peak_mib']:.0f} MiB",
-                  file=sys.stderr)
+            log(f"{n:>10,} rows from a DataFrame: fit {r['fit_seconds']:.1f} s, peak {r['peak_mib']:.0f} MiB")
         out["machine"]["load_average_after"] = os.getloadavg()
         big = out["runs"].get("10000000")
         out["acceptance"] = {
@@ -153,7 +151,7 @@ def main() -> None:
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps(out))
+    emit(out)
 
 
 if __name__ == "__main__":
