@@ -41,8 +41,16 @@ Example
 from __future__ import annotations
 
 from ..marginals.aim import ALPHA, MAX_CELLS, MAX_MODEL_CELLS, aim_measure
-from ..privacy.validation import check_positive_int
-from .marginal_model import MarginalModelGenerator
+from functools import partial
+
+from ..validation import check_count, check_int, check_number
+from .marginal_model import MARGINAL_CHECKS, MarginalModelGenerator
+
+_CHECKS = {**MARGINAL_CHECKS, "rounds": partial(check_int, minimum=1, allow_none=True),
+           "max_cells": check_count, "max_model_cells": check_count, "round_iters": check_count,
+           "final_iters": check_count,
+           "alpha": partial(check_number, low=0.0, high=1.0, low_open=True, high_open=True,
+                            what="in (0, 1) (the measurement share of each round, e.g. 0.9)")}
 
 
 class AIM(MarginalModelGenerator):
@@ -61,21 +69,15 @@ class AIM(MarginalModelGenerator):
     refine_share : share of ρ for within-bin numeric histograms (:mod:`dpsynth.generators.marginal_model`).
     """
 
-    method = "aim"
-
     def __init__(self, epsilon: float, delta: float | None = None, missing: str = "complete-rows",
                  rounds: int | None = None, max_cells: int = MAX_CELLS, max_model_cells: int = MAX_MODEL_CELLS,
                  round_iters: int = 50, final_iters: int = 500, alpha: float = ALPHA, refine_share: float = 0.05):
         super().__init__(epsilon, delta, missing, refine_share)
-        self.rounds = None if rounds is None else check_positive_int(rounds, "rounds")
-        self.max_cells = check_positive_int(max_cells, "max_cells")
-        self.max_model_cells = check_positive_int(max_model_cells, "max_model_cells")
-        self.round_iters = check_positive_int(round_iters, "round_iters")
-        self.final_iters = check_positive_int(final_iters, "final_iters")
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-            raise ValueError(f"alpha (measurement share of each round) must be in (0, 1), e.g. 0.9; got {alpha!r}")
-        self.alpha = float(alpha)
-        self.method = "aim-e" if missing == "partial" else "aim"
+        self._set_params(locals(), _CHECKS)
+
+    @property
+    def method(self) -> str:
+        return "aim-e" if self.missing == "partial" else "aim"
 
     def _measure(self, codes, domain, rho, source):
         res = aim_measure(codes, domain, rho, self.ledger, source, partial=self.missing == "partial",

@@ -19,7 +19,7 @@ them as a DataFrame; from a path or a relation that is refused when the table is
 """
 from __future__ import annotations
 
-import numbers
+import inspect
 import os
 
 import numpy as np
@@ -28,10 +28,11 @@ import pandas as pd
 from ..marginals import open_table
 from ..progress import progress
 from ..privacy.domains import charge_spends
-from ..privacy import NoiseSource, PrivacyLedger, check_delta, check_epsilon, check_seed
+from ..privacy import NoiseSource, PrivacyLedger
 from ..result import SynthResult
 from ..persist import load_object, to_bytes
 from ..schema import Schema, atomic_write_bytes, cast_to_schema
+from ..validation import check_count, check_delta, check_epsilon, check_seed
 
 
 class Generator:
@@ -44,10 +45,40 @@ class Generator:
     counts_only: bool = False  # True: _fit gets a marginals.Rows (counts only) and data=None
 
     def __init__(self, epsilon: float, delta: float | None = None):
-        self.epsilon = check_epsilon(epsilon)
-        self.delta = check_delta(delta, allow_zero=not self.needs_delta, allow_none=not self.needs_delta)
+        check_epsilon(epsilon)
+        check_delta(delta, allow_zero=not self.needs_delta, allow_none=not self.needs_delta)
+        self.epsilon, self.delta = epsilon, delta  # as passed (get_params, clone)
         self.ledger = PrivacyLedger(self.epsilon, self.delta or 0.0)
         self.fitted_ = False
+
+    def _set_params(self, values: dict, checks: dict) -> None:
+        """Store the constructor's options (``values``: its ``locals()``) after checking them, so that a
+        bad value fails at construction: ``checks`` maps a name to ``check(value, name)``
+        (:mod:`dpsynth.validation`). A check returns the object it was given when that is already of
+        the right kind, so what is stored is what the user passed (the one conversion: a whole float
+        for an integer, e.g. R's 100, is stored as that int); values derived from the options are
+        computed in ``fit``, and `get_params` returns the options."""
+        for name in self._param_names():
+            if name in values and name not in ("epsilon", "delta"):
+                check = checks.get(name)
+                setattr(self, name, values[name] if check is None else check(values[name], name))
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        """The constructor's parameter names, in order (scikit-learn's ``_get_param_names``)."""
+        sig = inspect.signature(cls.__init__)
+        return [p.name for p in sig.parameters.values()
+                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+    def get_params(self, deep: bool = False) -> dict:
+        """The constructor's arguments as stored, by name (scikit-learn's ``get_params``):
+        ``type(gen)(**gen.get_params())`` builds an unfitted copy with the same options.
+
+        >>> import dpsynth
+        >>> dpsynth.PrivBayes(1.0, missing="partial", k=2).get_params()
+        {'epsilon': 1.0, 'delta': None, 'missing': 'partial', 'k': 2, 'beta': 0.5, 'theta': 4.0, 'score': 'R'}
+        """
+        return {name: getattr(self, name) for name in self._param_names()}
 
     # ------------------------------------------------------------------ fitting
     def fit(self, df, schema: Schema, seed: int | None = None) -> "Generator":
@@ -158,13 +189,3 @@ class Generator:
         d = f", delta={self.delta:g}" if self.delta else ""
         return f"{type(self).__name__}(epsilon={self.epsilon:g}{d}) [{state}]"
 
-
-def check_count(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise TypeError(f"{name} must be a positive integer, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
-    return int(value)

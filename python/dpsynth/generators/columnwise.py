@@ -54,6 +54,7 @@ True
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -61,10 +62,23 @@ from ..marginals import count_with_missing, observed_mask
 from ..privacy import laplace_counts
 from ..schema import MISSING
 from .base import Generator
-from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, TorchFit, check_positive_float, check_positive_int, check_share,
-                    draw_rows, numeric_values, poisson_indices, step_rng, values_in_bins)
+from ..validation import check_bool, check_int
+from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, TorchFit, draw_rows, numeric_values, poisson_indices, step_rng,
+                    values_in_bins)
+from .options import checks
 
 FIT_STEP = "column models (DP-SGD)"
+
+
+def _check_order_type(order, name: str):
+    """None (by decreasing DP missing rate), "schema", or a list (or tuple) of column names."""
+    if order is not None and not (order == "schema" or isinstance(order, (list, tuple))):
+        raise TypeError(f"{name} must be None (decreasing DP missing rate), 'schema', or a list of column names")
+    return order
+
+
+_CHECKS = checks(impute=partial(check_bool, meaning=" (True: KaminoI; False: Kamino, complete rows)"),
+                 order=_check_order_type, hidden=partial(check_int, minimum=0))  # hidden 0: softmax regression
 
 
 class ColumnwiseSynth(TorchFit, Generator):
@@ -86,25 +100,13 @@ class ColumnwiseSynth(TorchFit, Generator):
                  epochs: float = 10.0, batch_size: int = 1024, hidden: int = 64, clip: float = 1.0,
                  lr: float = 3e-3, first_share: float = 0.1, order_share: float = 0.05, num_threads: int = 1):
         super().__init__(epsilon, delta)
-        if not isinstance(impute, bool):
-            raise TypeError(f"impute must be True (KaminoI) or False (Kamino, complete rows), got {impute!r}")
-        if order is not None and not (order == "schema" or isinstance(order, (list, tuple))):
-            raise TypeError("order must be None (decreasing DP missing rate), 'schema', or a list of column names")
-        self.impute = impute
-        self.order = list(order) if isinstance(order, (list, tuple)) else order
-        self.method = "kamino-i" if impute else "kamino"
-        self.epochs = check_positive_float(epochs, "epochs")
-        self.batch_size = check_positive_int(batch_size, "batch_size")
-        if isinstance(hidden, bool) or not isinstance(hidden, (int, np.integer)) or hidden < 0:
-            raise ValueError(f"hidden must be a non-negative integer (0 = softmax regression), got {hidden!r}")
-        self.hidden = int(hidden)
-        self.clip = check_positive_float(clip, "clip")
-        self.lr = check_positive_float(lr, "lr")
-        self.first_share = check_share(first_share, "first_share")
-        self.order_share = check_share(order_share, "order_share")
-        if self.first_share + (self.order_share if order is None else 0.0) >= 0.9:
+        self._set_params(locals(), _CHECKS)
+        if first_share + (order_share if order is None else 0.0) >= 0.9:
             raise ValueError("first_share + order_share must leave at least 10% of epsilon for the column models")
-        self.num_threads = check_positive_int(num_threads, "num_threads")
+
+    @property
+    def method(self) -> str:
+        return "kamino-i" if self.impute else "kamino"
 
     # ------------------------------------------------------------------ fitting
     def _fit_torch(self, codes, data, source):
@@ -119,7 +121,7 @@ class ColumnwiseSynth(TorchFit, Generator):
 
         # 1. the attribute sequence
         eps_order = 0.0
-        if isinstance(self.order, list):
+        if isinstance(self.order, (list, tuple)):
             order = self._check_order(self.order, names)
         elif self.order == "schema" or d == 1:
             order = list(range(d))

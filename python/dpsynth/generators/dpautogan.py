@@ -53,10 +53,10 @@ from torch import nn
 from torch.func import functional_call
 
 from .base import Generator
-from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, TorchFit, block_log_likelihood, check_positive_float,
-                    check_positive_int, check_share, complete_rows, critic_real_row_loss, draw_rows, poisson_indices,
-                    released_row_count, split_params, step_rng, wgan_critic_step)
-from .misgan import DataGenerator, _mlp
+from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, TorchFit, block_log_likelihood, complete_rows, critic_real_row_loss,
+                    draw_rows, poisson_indices, released_row_count, split_params, step_rng, wgan_critic_step)
+from .misgan import DataGenerator, mlp
+from .options import OPTION_CHECKS
 
 AE_STEP = "autoencoder (DP-SGD)"
 CRITIC_STEP = "critic (DP-SGD)"
@@ -97,19 +97,7 @@ class DPAutoGAN(TorchFit, Generator):
                  weight_clip: float = 0.01, clip: float = 1.0, lr: float = 5e-3, lr_generator: float = 5e-3,
                  count_share: float = 0.01, num_threads: int = 1):
         super().__init__(epsilon, delta)
-        self.ae_epochs = check_positive_float(ae_epochs, "ae_epochs")
-        self.gan_epochs = check_positive_float(gan_epochs, "gan_epochs")
-        self.batch_size = check_positive_int(batch_size, "batch_size")
-        self.latent = check_positive_int(latent, "latent")
-        self.nz = check_positive_int(nz, "nz")
-        self.hidden = check_positive_int(hidden, "hidden")
-        self.n_critic = check_positive_int(n_critic, "n_critic")
-        self.weight_clip = check_positive_float(weight_clip, "weight_clip")
-        self.clip = check_positive_float(clip, "clip")
-        self.lr = check_positive_float(lr, "lr")
-        self.lr_generator = check_positive_float(lr_generator, "lr_generator")
-        self.count_share = check_share(count_share, "count_share")
-        self.num_threads = check_positive_int(num_threads, "num_threads")
+        self._set_params(locals(), OPTION_CHECKS)
 
     def _fit_torch(self, codes, data, source):
         schema = self.schema_
@@ -130,7 +118,7 @@ class DPAutoGAN(TorchFit, Generator):
         n, n_fake = X.shape[0], max(1, int(round(q * self.n_)))
 
         # 2. autoencoder
-        encoder = _mlp([enc.width, self.hidden, self.latent], nn.ReLU)
+        encoder = mlp([enc.width, self.hidden, self.latent], nn.ReLU)
         decoder = DataGenerator(self.latent, self.hidden, enc.blocks)
         recon = block_log_likelihood(enc.blocks)
 
@@ -146,8 +134,8 @@ class DPAutoGAN(TorchFit, Generator):
         decoder.requires_grad_(False)
 
         # 3. GAN in the latent space
-        gen = _mlp([self.nz, self.hidden, self.latent], nn.ReLU)
-        critic = _mlp([enc.width, self.hidden, self.hidden, 1], lambda: nn.LeakyReLU(0.2)).double()
+        gen = mlp([self.nz, self.hidden, self.latent], nn.ReLU)
+        critic = mlp([enc.width, self.hidden, self.hidden, 1], lambda: nn.LeakyReLU(0.2)).double()
         # float64 critic: the MLP path's per-row norms come from a formula; in float32 the assembled
         # clipped gradient can exceed C by a relative 1e-5
         critic_opt = DPSGD({"d": critic}, plan, noise_gen, expected_batch_size=q * self.n_, step=CRITIC_STEP,

@@ -49,10 +49,10 @@ from torch import nn
 from ..privacy import laplace_counts
 from .base import Generator
 from .dpautogan import sample_encoded
-from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, TorchFit, check_positive_float, check_positive_int, check_share,
-                    complete_rows, critic_real_row_loss, poisson_indices, released_row_count, step_rng,
-                    wgan_critic_step)
-from .misgan import DataGenerator, _mlp
+from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, TorchFit, complete_rows, critic_real_row_loss, poisson_indices,
+                    released_row_count, step_rng, wgan_critic_step)
+from .misgan import DataGenerator, mlp
+from .options import OPTION_CHECKS
 
 CRITIC_STEP = "critic (DP-SGD)"
 
@@ -76,20 +76,9 @@ class DPCTGAN(TorchFit, Generator):
                  lr: float = 2e-3, lr_generator: float = 2e-3, cond_share: float = 0.3, count_share: float = 0.01,
                  num_threads: int = 1):
         super().__init__(epsilon, delta)
-        self.epochs = check_positive_float(epochs, "epochs")
-        self.batch_size = check_positive_int(batch_size, "batch_size")
-        self.nz = check_positive_int(nz, "nz")
-        self.hidden = check_positive_int(hidden, "hidden")
-        self.n_critic = check_positive_int(n_critic, "n_critic")
-        self.weight_clip = check_positive_float(weight_clip, "weight_clip")
-        self.clip = check_positive_float(clip, "clip")
-        self.lr = check_positive_float(lr, "lr")
-        self.lr_generator = check_positive_float(lr_generator, "lr_generator")
-        self.cond_share = check_share(cond_share, "cond_share")
-        self.count_share = check_share(count_share, "count_share")
-        if self.cond_share + self.count_share >= 1:
+        self._set_params(locals(), OPTION_CHECKS)
+        if cond_share + count_share >= 1:
             raise ValueError("cond_share + count_share must leave part of ε for the critic (their sum < 1)")
-        self.num_threads = check_positive_int(num_threads, "num_threads")
 
     # ------------------------------------------------------------------ conditional vectors
     def _cond_blocks(self, enc):
@@ -144,7 +133,7 @@ class DPCTGAN(TorchFit, Generator):
         X = torch.from_numpy(enc.encode(data, codes)[0])
         n, n_fake = X.shape[0], max(1, int(round(q * self.n_)))
         gen = DataGenerator(self.nz + self.cond_width_, self.hidden, enc.blocks)
-        critic = _mlp([enc.width + self.cond_width_, self.hidden, self.hidden, 1], lambda: nn.LeakyReLU(0.2)).double()
+        critic = mlp([enc.width + self.cond_width_, self.hidden, self.hidden, 1], lambda: nn.LeakyReLU(0.2)).double()
         # float64 critic: the MLP path's per-row norms come from a formula; in float32 the assembled
         # clipped gradient can exceed C by a relative 1e-5
         critic_opt = DPSGD({"d": critic}, plan, noise_gen, expected_batch_size=q * self.n_, step=CRITIC_STEP,

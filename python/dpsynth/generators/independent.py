@@ -20,6 +20,7 @@ import numpy as np
 
 from ..privacy import laplace_counts
 from .base import Generator
+from .options import OPTION_CHECKS
 
 
 class IndependentMarginals(Generator):
@@ -29,7 +30,7 @@ class IndependentMarginals(Generator):
 
     def __init__(self, epsilon: float, delta: float | None = None, keep_missing: bool = False):
         super().__init__(epsilon, delta)
-        self.keep_missing = bool(keep_missing)
+        self._set_params(locals(), OPTION_CHECKS)
 
     def _fit(self, rows, data, source):
         sizes = self.schema_.domain_sizes

@@ -19,6 +19,7 @@ is placed inside its bin by them instead of uniformly (0 turns this off).
 from __future__ import annotations
 
 import contextlib
+from functools import partial
 
 import numpy as np
 import torch
@@ -27,9 +28,14 @@ from ..graphical import Domain
 from ..marginals import observed_mask
 from ..marginals.refine import measure_refinements, refinement_cells
 from ..privacy import cdp_rho
+from ..validation import check_choice
 from .base import Generator
+from .options import checks
 
 MISSING_MODES = ("complete-rows", "partial")
+MARGINAL_CHECKS = checks(missing=partial(check_choice, choices=MISSING_MODES,
+                                         meaning="'complete-rows' (count complete rows only) or 'partial' "
+                                                 "(each table over the rows observed on its columns)"))
 
 
 @contextlib.contextmanager
@@ -54,14 +60,7 @@ class MarginalModelGenerator(Generator):
     def __init__(self, epsilon: float, delta: float | None = None, missing: str = "complete-rows",
                  refine_share: float = 0.05):
         super().__init__(epsilon, delta)
-        if isinstance(refine_share, bool) or not isinstance(refine_share, (int, float)) or not 0 <= refine_share < 1:
-            raise ValueError(f"refine_share (share of ρ for within-bin histograms) must be in [0, 1), e.g. 0.05; "
-                             f"got {refine_share!r}")
-        self.refine_share = float(refine_share)
-        if missing not in MISSING_MODES:
-            raise ValueError(f"missing must be 'complete-rows' (count complete rows only) or 'partial' "
-                             f"(each table over the rows observed on its columns), got {missing!r}")
-        self.missing = missing
+        self._set_params(locals(), MARGINAL_CHECKS)
 
     def _fit(self, codes, data, source):
         names = self.schema_.names

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import copy
 import math
+from functools import partial
 
 import numpy as np
 import torch
@@ -71,13 +72,17 @@ from torch import nn
 from ..privacy import laplace_counts
 from ..schema import MISSING
 from .base import Generator
-from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, TorchFit, check_nonnegative_number, check_positive_float,
-                    check_positive_int, check_share, draw_rows, poisson_indices, split_params, step_rng)
+from ..validation import check_number
+from .dpsgd import DPSGD, MixedEncoder, SGMPlan, TorchFit, draw_rows, poisson_indices, split_params, step_rng
+from .options import checks
 
 FIT_STEP = "critics (DP-SGD)"
+_CHECKS = checks(ema=partial(check_number, low=0.0, high=1.0, high_open=True,
+                             what="in [0, 1) (0 = no averaging of the generator weights)"))
 
 
-def _mlp(sizes, act) -> nn.Sequential:
+def mlp(sizes, act) -> nn.Sequential:
+    """A multilayer perceptron: Linear layers of the given sizes with ``act()`` between them."""
     layers = []
     for a, b in zip(sizes[:-2], sizes[1:-1]):
         layers += [nn.Linear(a, b), act()]
@@ -93,7 +98,7 @@ class DataGenerator(nn.Module):
         super().__init__()
         self.parts = [(b.start, b.levels) for b in blocks if b.levels]  # softmax groups
         width = sum(b.width for b in blocks)
-        self.net = _mlp([nz, hidden, hidden, width], nn.ReLU)
+        self.net = mlp([nz, hidden, hidden, width], nn.ReLU)
         self.layout = []  # (start, stop, softmax?) covering the row in order
         for b in blocks:
             if b.levels:
@@ -113,7 +118,7 @@ class MaskGenerator(nn.Module):
     def __init__(self, nz: int, hidden: int, d: int, temperature: float):
         super().__init__()
         self.temperature = temperature
-        self.net = _mlp([nz, hidden, hidden, d], nn.ReLU)
+        self.net = mlp([nz, hidden, hidden, d], nn.ReLU)
 
     def forward(self, z):
         return torch.sigmoid(self.net(z) / self.temperature)
@@ -170,26 +175,7 @@ class DPMisGAN(TorchFit, Generator):
                  count_share: float = 0.01, keep_missing: bool = False, mask_temperature: float = 0.66,
                  ema: float = 0.99, num_threads: int = 1):
         super().__init__(epsilon, delta)
-        self.epochs = check_positive_float(epochs, "epochs")
-        self.batch_size = check_positive_int(batch_size, "batch_size")
-        self.n_critic = check_positive_int(n_critic, "n_critic")
-        self.nz = check_positive_int(nz, "nz")
-        self.hidden = check_positive_int(hidden, "hidden")
-        self.critic_hidden = check_positive_int(critic_hidden, "critic_hidden")
-        self.lam = check_nonnegative_number(lam, "lam")
-        self.alpha = check_nonnegative_number(alpha, "alpha")
-        self.clip = check_positive_float(clip, "clip")
-        self.lr = check_positive_float(lr, "lr")
-        self.lr_generator = check_positive_float(lr_generator, "lr_generator")
-        self.count_share = check_share(count_share, "count_share")
-        if not isinstance(keep_missing, bool):
-            raise TypeError(f"keep_missing must be True or False, got {keep_missing!r}")
-        self.keep_missing = keep_missing
-        self.mask_temperature = check_positive_float(mask_temperature, "mask_temperature")
-        if isinstance(ema, bool) or not isinstance(ema, (int, float)) or not 0 <= ema < 1:
-            raise ValueError(f"ema must be in [0, 1) (0 = no averaging of the generator weights), got {ema!r}")
-        self.ema = float(ema)
-        self.num_threads = check_positive_int(num_threads, "num_threads")
+        self._set_params(locals(), _CHECKS)
 
     # ------------------------------------------------------------------ fitting
     def _fit_torch(self, codes, data, source):
@@ -221,8 +207,8 @@ class DPMisGAN(TorchFit, Generator):
 
         g_x = DataGenerator(self.nz, self.hidden, enc.blocks)
         g_m = MaskGenerator(self.nz, self.hidden, d, self.mask_temperature)
-        d_x = _mlp([enc.width, self.critic_hidden, self.critic_hidden, 1], lambda: nn.LeakyReLU(0.2))
-        d_m = _mlp([d, self.critic_hidden, self.critic_hidden, 1], lambda: nn.LeakyReLU(0.2))
+        d_x = mlp([enc.width, self.critic_hidden, self.critic_hidden, 1], lambda: nn.LeakyReLU(0.2))
+        d_m = mlp([d, self.critic_hidden, self.critic_hidden, 1], lambda: nn.LeakyReLU(0.2))
         row_loss = critic_row_loss(d_x, d_m, self.lam)
         critics = DPSGD({"dx": d_x, "dm": d_m}, plan, noise_gen, expected_batch_size=q * self.n_, step=FIT_STEP,
                         loss_fn=row_loss, lr=self.lr, betas=(0.5, 0.9))

@@ -29,8 +29,7 @@ from ..graphical.estimation import GraphicalModel
 from ..marginals.aim import tables_for_fit
 from ..marginals.measure import estimate_totals, measure_marginals
 from ..marginals.mst import mst_select
-from ..privacy.validation import check_positive_int
-from .marginal_model import MarginalModelGenerator
+from .marginal_model import MARGINAL_CHECKS, MarginalModelGenerator
 
 
 class MST(MarginalModelGenerator):
@@ -49,7 +48,7 @@ class MST(MarginalModelGenerator):
     def __init__(self, epsilon: float, delta: float | None = None, missing: str = "complete-rows",
                  iters: int = 300, refine_share: float = 0.05):
         super().__init__(epsilon, delta, missing, refine_share)
-        self.iters = check_positive_int(iters, "iters")
+        self._set_params(locals(), MARGINAL_CHECKS)
 
     def _measure(self, codes, domain, rho, source):
         partial = self.missing == "partial"

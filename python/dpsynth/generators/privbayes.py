@@ -65,12 +65,14 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
+from functools import partial
 
 import numpy as np
 
 from ..privacy import exponential_mechanism, laplace_counts
+from ..validation import check_choice, check_int, check_number
 from .base import Generator
+from .options import checks
 
 _COUNT_SHARE = 0.02      # complete-rows mode: share of ε for the noisy number of complete rows
 _MAX_CANDIDATES = 20000  # per round; beyond it τ is halved for that round (public, data-independent)
@@ -78,32 +80,32 @@ _TABLE_SENSITIVITY = 2   # L1 sensitivity of a count table under replace-one
 _R_SENSITIVITY = 3.0     # count-scale R score under replace-one (module docstring)
 
 
+_CHECKS = checks(
+    missing=partial(check_choice, choices=("complete-rows", "partial"),
+                    meaning="'complete-rows' (PrivBayes) or 'partial' (PrivBayesE)"),
+    k=partial(check_int, minimum=0, allow_none=True),  # None: θ-useful degree
+    beta=partial(check_number, low=0.0, high=1.0, low_open=True, high_open=True,
+                 what="in (0, 1) (the share of ε for the structure, e.g. 0.5)"),
+    theta=partial(check_number, low=0.0, high=math.inf, low_open=True, high_open=True,
+                  what="a positive number (usefulness, e.g. 4)"),
+    score=partial(check_choice, choices=("R", "MI"), meaning="'R' (default) or 'MI'"),
+)
+
+
 class PrivBayes(Generator):
     """PrivBayes / PrivBayesE; see the module docstring for the privacy design."""
 
-    method = "privbayes"
     relation = "replace-one"
     counts_only = True  # every score and table is a marginal count (dpsynth.marginals)
 
     def __init__(self, epsilon: float, delta: float | None = None, missing: str = "complete-rows",
                  k: int | None = None, beta: float = 0.5, theta: float = 4.0, score: str = "R"):
         super().__init__(epsilon, delta)
-        if missing not in ("complete-rows", "partial"):
-            raise ValueError(f"missing must be 'complete-rows' (PrivBayes) or 'partial' (PrivBayesE), got {missing!r}")
-        if k is not None and (isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0):
-            raise ValueError(f"k must be None (θ-useful degree) or a non-negative integer, got {k!r}")
-        if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not 0.0 < beta < 1.0:
-            raise ValueError(f"beta (share of ε for the structure) must be in (0, 1), e.g. 0.5; got {beta!r}")
-        if isinstance(theta, bool) or not isinstance(theta, numbers.Real) or not (theta > 0 and math.isfinite(theta)):
-            raise ValueError(f"theta (usefulness) must be a positive number, e.g. 4; got {theta!r}")
-        if score not in ("R", "MI"):
-            raise ValueError(f"score must be 'R' (default) or 'MI', got {score!r}")
-        self.missing = missing
-        self.k = None if k is None else int(k)
-        self.beta = float(beta)
-        self.theta = float(theta)
-        self.score = score
-        self.method = "privbayes-e" if missing == "partial" else "privbayes"
+        self._set_params(locals(), _CHECKS)
+
+    @property
+    def method(self) -> str:
+        return "privbayes-e" if self.missing == "partial" else "privbayes"
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, rows, data, source):

@@ -5,7 +5,9 @@
 * `fit_pooled` — one statsmodels fit per dataset, pooled into a `PooledResult` with mice's
   columns and a statsmodels-style summary (fit.py); `pool_fits` — the same pooling policy for fits
   made elsewhere (dpsynthr sends R's lm/glm estimates and covariances here), and `wald_per_dataset`,
-  the joint test on the per-dataset pieces such a pool keeps;
+  the joint test on the per-dataset pieces such a pool keeps. Their parts: formula.py (family and
+  outcome coding), dataset_fit.py (one dataset's fit), screen.py (the degenerate-fit screen),
+  caveats.py (the warnings about the data's origin), result.py (`PooledResult`);
 * `compare_fit` — the pooled fit beside the real-data fit: standardised differences and CI
   overlap (compare.py; `compare_estimates` for a real-data fit made elsewhere).
 

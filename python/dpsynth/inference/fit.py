@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyses import quote_columns
+from ..validation import check_number
 from .caveats import NotNoiseAwareWarning, check_congeniality, warn_not_mixed, warn_not_noise_aware
 from .dataset_fit import DatasetFit, estimable_columns, fit_one
 from .formula import Family, code_outcome, outcome_coding, outcome_column, resolve_family
@@ -124,8 +125,8 @@ def _pool_one_term(rule, q, u, valid, shape, dfcom, ratio):
 
 
 def _check_se_ratio(se_ratio) -> None:
-    if se_ratio is not None and not se_ratio > 1:
-        raise ValueError(f"se_ratio must be > 1 (or None to disable the screen); got {se_ratio!r}")
+    if se_ratio is not None:
+        check_number(se_ratio, "se_ratio", 1.0, low_open=True, what="> 1 (or None to disable the screen)")
 
 
 def fit_pooled(data, formula: str, family="gaussian", rule: str = "synthetic", *, dfcom=None,

@@ -40,20 +40,10 @@ class PooledResult:
 
     def __init__(self, *, table, rule, formula, family, fits, dropped, dfcom, n_ratio, conf_level,
                  shape, cov, complete_moments, outcome_note, congeniality=(), screened=None):
-        self._table = table
-        self.rule = rule
-        self.formula = formula
-        self.family = family
-        self.fits = fits
-        self.dropped = dropped
-        self.dfcom = dfcom
-        self.n_ratio = n_ratio
-        self.conf_level = conf_level
-        self.shape = shape
-        self._cov = cov
-        self._moments = complete_moments
-        self.outcome_note = outcome_note
-        self.congeniality = list(congeniality)
+        self.rule, self.formula, self.family, self.fits, self.dropped = rule, formula, family, fits, dropped
+        self.dfcom, self.n_ratio, self.conf_level, self.shape = dfcom, n_ratio, conf_level, shape
+        self.outcome_note, self.congeniality = outcome_note, list(congeniality)
+        self._table, self._cov, self._moments = table, cov, complete_moments
         self._screened = screened  # (estimates, valid): datasets x terms, after the screens
 
     # statsmodels-like accessors

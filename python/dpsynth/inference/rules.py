@@ -57,6 +57,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ..validation import check_number
+
 RULES = {
     "synthetic": "fully synthetic data (Raghunathan, Reiter & Rubin 2003; T <= 0 fallback of Reiter 2002)",
     "mi": "multiple imputation (Rubin 1987; Barnard & Rubin 1999 df)",
@@ -304,15 +306,21 @@ def scalar_table(terms, res: ScalarPool, rule, m, dfcom, conf_level=0.95, nested
 
 def check_level(conf_level) -> float:
     """``conf_level`` is a number strictly between 0 and 1 (the intervals' level)."""
-    level = float(conf_level)
-    if not 0 < level < 1:
-        raise ValueError(f"conf_level must be between 0 and 1 (e.g. 0.95); got {conf_level!r}")
-    return level
+    return float(check_number(conf_level, "conf_level", 0.0, 1.0, low_open=True, high_open=True,
+                              what="between 0 and 1 (e.g. 0.95)"))
 
 
 # ----------------------------------------------------------------------------------------------
 # Input handling for pool() and wald_test()
 # ----------------------------------------------------------------------------------------------
+
+def _float_array(values, message: str) -> np.ndarray:
+    """``values`` as a float array; TypeError(message) when they are not numbers."""
+    try:
+        return np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise TypeError(message) from err
+
 
 def _as_estimates(estimates, nested):
     """(array (..., p), term names or None, was_scalar)."""
@@ -326,11 +334,8 @@ def _as_estimates(estimates, nested):
             raise ValueError("the estimate Series have different terms; align them first")
         arr = np.array([e.to_numpy(dtype=float) for e in estimates])
     else:
-        try:
-            arr = np.asarray(estimates, dtype=float)
-        except (TypeError, ValueError) as err:
-            raise TypeError("estimates must be numbers: a list of m values, an m×p array or DataFrame, "
-                            "or for the two-stage rules an M×r (or M×r×p) nested list") from err
+        arr = _float_array(estimates, "estimates must be numbers: a list of m values, an m×p array or DataFrame, "
+                                      "or for the two-stage rules an M×r (or M×r×p) nested list")
     scalar_dims = 2 if nested else 1
     if arr.ndim == scalar_dims:
         return arr[..., None], names, True
@@ -348,11 +353,8 @@ def _as_variances(variances, q):
     elif isinstance(variances, pd.DataFrame):
         arr = variances.to_numpy(dtype=float)
     else:
-        try:
-            arr = np.asarray(variances, dtype=float)
-        except (TypeError, ValueError) as err:
-            raise TypeError("variances must be numbers: squared standard errors (same shape as the "
-                            "estimates) or covariance matrices") from err
+        arr = _float_array(variances, "variances must be numbers: squared standard errors (same shape as the "
+                                      "estimates) or covariance matrices")
     lead = q.shape[:-1]
     if arr.shape == lead and p == 1:
         arr = arr[..., None]
