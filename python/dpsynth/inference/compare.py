@@ -32,6 +32,7 @@ import pandas as pd
 from .dataset_fit import fit_one
 from .formula import outcome_coding, outcome_column
 from .result import PooledResult
+from .rules import check_level
 
 
 def ci_overlap(low_obs, high_obs, low_syn, high_syn):
@@ -134,7 +135,7 @@ def compare_estimates(pooled_table: pd.DataFrame, terms, estimates, std_errors, 
     from scipy import stats
 
     est, se = np.asarray(estimates, dtype=float), np.asarray(std_errors, dtype=float)
-    q = (1 + float(conf_level)) / 2
+    q = (1 + check_level(conf_level)) / 2
     dispersion = family not in ("binomial", "poisson") and not str(family).startswith("Negative Binomial")
     crit = stats.t.ppf(q, df_resid) if dispersion and df_resid is not None else stats.norm.ppf(q)
     real = pd.DataFrame({"term": [str(t) for t in terms], "estimate.obs": est, "std.error.obs": se,

@@ -103,10 +103,8 @@ def size_ratio(n_syn, n_orig) -> float:
 def _dfcom(dfcom) -> float:
     if dfcom is None:
         return np.inf
-    dfcom = float(dfcom)
-    if np.isnan(dfcom) or dfcom <= 0:
-        raise ValueError(f"dfcom must be a positive number of complete-data degrees of freedom "
-                         f"(e.g. n − k), or None for a large sample; got {dfcom!r}")
+    dfcom = float(check_number(dfcom, "dfcom", 0.0, low_open=True, what="a positive number of complete-data degrees "
+                                                                         "of freedom (e.g. n − k), or None for a large sample"))
     return max(dfcom, 1.0)  # mice floors dfcom at 1
 
 
