@@ -20,36 +20,14 @@ column_spec <- function(x, name) {
        levels = if (is.factor(x)) as.list(enc2utf8(levels(x))), ordered = is.ordered(x))
 }
 
-#' Convert between R data.frames and pandas DataFrames
-#'
-#' `r_to_pandas()` sends a data.frame to Python column by column and
-#' `pandas_to_r()` brings a pandas DataFrame back, keeping missing values in
-#' every type. Types map as follows: factor (ordered or not, unused levels
-#' kept) <-> `Categorical`; integer <-> nullable `Int64`; logical <->
-#' nullable `boolean`; double <-> `float64` (NA <-> NaN); character <->
-#' `object` (NA <-> `None`); Date <-> `datetime64[ns]` (NA <-> `NaT`).
-#' Column names and order are kept, row names are dropped.
-#'
-#' @param df A data.frame.
-#' @param pdf A pandas DataFrame (a reticulate object, usually created with
-#'   `convert = FALSE`).
-#' @return `r_to_pandas()`: a pandas DataFrame (reticulate object with
-#'   `convert = FALSE`). `pandas_to_r()`: a data.frame. A datetime column
-#'   with times of day comes back as POSIXct (UTC).
-#' @examplesIf dpsynthr:::python_available()
-#' df <- data.frame(sex = factor(c("F", NA), levels = c("F", "M", "X")),
-#'                  age = c(31L, NA))
-#' pdf <- r_to_pandas(df)
-#' identical(pandas_to_r(pdf), df)
-#' @export
+# r_to_pandas(): documented in man/r_to_pandas.Rd
 r_to_pandas <- function(df) {
   need(df, "data.frame", "df", "a data.frame")
   specs <- unname(Map(column_spec, df, names(df)))
   dp_bridge()$make_frame(as.list(names(df)), specs, nrow(df))
 }
 
-#' @rdname r_to_pandas
-#' @export
+# pandas_to_r(): documented in man/r_to_pandas.Rd
 pandas_to_r <- function(pdf) frame_from_parts(reticulate::py_to_r(dp_bridge()$split_frame(pdf)))
 
 # The bridge's split_frame() pieces (names, n, columns) -> data.frame.

@@ -4,70 +4,7 @@
 # (combining rules, screens of degenerate fits, notes and warnings) and the
 # printout live once, in Python: dpsynth.inference and dpsynth.bridge.
 
-#' Pool analyses of synthetic data sets (the engine's combining rules)
-#'
-#' `dp_pool()` takes either the fits of one model to each synthetic data set
-#' (a mice `mira`, as returned by `with(<dpsynth_synds>, lm(...))`, or a list
-#' of fitted models) or numbers the analyst computed (estimates and
-#' variances), and combines them with the engine's rules. With q_i and u_i the
-#' estimate and its variance from data set i, q-bar = mean(q_i),
-#' u-bar = mean(u_i), b = var(q_i), the rules differ in the total variance t
-#' and the degrees of freedom df:
-#' \describe{
-#'   \item{`"synthetic"`}{fully synthetic data (Raghunathan, Reiter & Rubin
-#'     2003): t = (1 + 1/m) b - u-bar; where that is not positive, the
-#'     non-negative fallback of Reiter (2002), (n_syn/n_orig) u-bar (column
-#'     `fallback`). The default: a DP release is fully synthetic. Valid when
-#'     each data set comes from its own posterior draw (`"napsu-mq"`); for a
-#'     generator that draws all m sets from one noisy model the engine warns.}
-#'   \item{`"mi"`}{multiple imputation (Rubin 1987; alias `"rubin1987"`):
-#'     t = u-bar + (1 + 1/m) b with the Barnard-Rubin df, as `mice::pool()`.
-#'     For multiply imputed real data, not for a synthetic release.}
-#'   \item{`"reiter2003"`}{partially synthetic data: t = u-bar + b/m, as
-#'     `mice::pool.syn()`. For releases that keep the original rows and
-#'     replace some values, not for a DP release.}
-#'   \item{`"two-stage"`, `"two-stage-synthetic"`}{M imputations with r
-#'     syntheses each (Reiter 2004): pass `estimates` and `variances` as a
-#'     list of M matrices (r rows each) or vectors (length r).}
-#' }
-#' The fits of a `mira` are screened as in [dp_glm()] (failed or
-#' non-converged fits, aliased coefficients, exploded standard errors), by the
-#' same engine code as Python's `fit_pooled`, so R and Python give the same
-#' table on the same data sets. `mice::pool()` (rule `"rubin1987"`) and
-#' `mice::pool.syn()` (rule `"reiter2003"`) also accept the `mira`.
-#'
-#' @param estimates A `mira` from `with(<dpsynth_synds>, ...)` (or
-#'   [mice::as.mira()]), or a list of fitted `lm`/`glm` models; or the m
-#'   estimates: a numeric vector (one term), a matrix with one row per data set
-#'   and one column per term, or a list of m numeric vectors.
-#' @param variances With numbers: the matching squared standard errors (same
-#'   shape), or a list of m covariance matrices (only their diagonals enter
-#'   the table). Not used with fits.
-#' @param rule Combining rule (see Details).
-#' @param dfcom Complete-data degrees of freedom (e.g. n - p) for the
-#'   Barnard-Rubin df of rule `"mi"`; `NULL` = large sample for numbers, the
-#'   residual df of the first usable fit for fits (as mice). Stored, not used,
-#'   by the other rules (as in mice).
-#' @param n_syn,n_orig Rows per synthetic data set and in the original data,
-#'   for the fallback of the synthetic rules; both `NULL`: ratio 1. With fits
-#'   only `n_orig` is given (n_syn = mean rows used per fit; default: the
-#'   release's `n_private`).
-#' @param terms Names of the terms (numbers only; default: the column names
-#'   of `estimates`, or the names of its first element).
-#' @param conf.level Level of `conf.low`, `conf.high`.
-#' @param se_ratio,se_limit Screens for exploded standard errors of fits
-#'   (see [dp_glm()]); `NULL` disables.
-#' @return An object of class `dpsynth_pooled`; [summary()][summary.dpsynth_pooled]
-#'   gives the pooled table as a data.frame.
-#' @seealso [dp_glm()] to fit a model to every synthetic data set and pool it;
-#'   [with.dpsynth_synds()] for mice's `with()`.
-#' @examplesIf dpsynthr:::python_available()
-#' q <- c(1, 1.2, 0.9, 1.1, 1.05)
-#' u <- c(0.04, 0.05, 0.045, 0.05, 0.048)
-#' p <- dp_pool(q, u, rule = "mi", dfcom = 98)
-#' p
-#' summary(p)[, c("estimate", "t", "df", "fmi")]
-#' @export
+# dp_pool(): documented in man/dp_pool.Rd
 dp_pool <- function(estimates, variances, rule = "synthetic", dfcom = NULL, n_syn = NULL,
                     n_orig = NULL, terms = NULL, conf.level = 0.95, se_ratio = 100, se_limit = NULL) {
   call <- match.call()
@@ -107,70 +44,14 @@ new_pooled <- function(out, call, conf.level, ...) {
             class = "dpsynth_pooled")
 }
 
-#' Fit a GLM or linear model to every synthetic data set and pool the results
-#'
-#' As `mice`'s `with(imp, glm(...))` followed by `pool()`, and synthpop's
-#' `glm.synds()`: R's own [stats::glm()] (or [stats::lm()]) is fitted to each
-#' of the m synthetic data sets, and each coefficient's estimates and squared
-#' standard errors are combined with the engine's rule (see [dp_pool()]). The
-#' individual fits are not stored, so the result is small and survives
-#' `saveRDS()`.
-#'
-#' Degenerate fits are handled as the engine's `fit_pooled` does, and always
-#' reported (`$dropped`, a warning, and the printout): a fit that fails or a
-#' GLM that does not converge drops the data set; an aliased coefficient
-#' (typically a category absent from one synthetic data set) or one whose
-#' standard error is not finite, not positive or more than `se_ratio` times
-#' the median over the data sets (or above `se_limit`) is dropped for that
-#' data set. Each term is pooled over the data sets where it is valid (the
-#' `m` column says how many); a term valid in fewer than 2 gets `NA`. The
-#' engine's warnings are R warnings of class `dpsynth_degenerate_fit_warning`,
-#' `dpsynth_not_noise_aware_warning` or `dpsynth_uncongenial_warning`.
-#'
-#' @param formula A model formula, e.g. `income ~ age + sex + race`.
-#' @param family A family function, object or name, as for [stats::glm()].
-#'   The default is `gaussian` (note: synthpop's `glm.synds` defaults to
-#'   binomial). For a factor outcome, `binomial` models the probability of
-#'   the second level, as `glm` does.
-#' @param data A `dpsynth_synds` object from [dp_synthesize()] (or a list of
-#'   data.frames).
-#' @param rule Combining rule: `"synthetic"` (default, fully synthetic
-#'   data), `"mi"` or `"reiter2003"` (see [dp_pool()]).
-#' @param dfcom Complete-data df for rule `"mi"`; default: the residual df of
-#'   the first usable fit (as mice).
-#' @param n_orig Rows of the original data, for the fallback of the
-#'   synthetic rule ((n_syn/n_orig) u-bar, n_syn = mean rows used per fit);
-#'   `NULL`: the release's `n_private` when it has one, else u-bar.
-#' @param conf.level Level of the confidence intervals.
-#' @param se_ratio,se_limit Screens for exploded standard errors (see
-#'   Details); `NULL` disables.
-#' @param ... Further arguments to `glm()` / `lm()` (e.g. `weights`), evaluated
-#'   in each synthetic data set.
-#' @return An object of class `dpsynth_pooled`: a list with `pooled` (the
-#'   pooled table), `call`, `formula`, `model` (`"glm"` or `"lm"`), `family`,
-#'   `rule`, `m`, `conf.level`, `dfcom`, `nobs` (rows used per data set),
-#'   `dropped` (data.frame of what was dropped and why), `notes` (warnings of
-#'   the fits), `qhat` (m x p estimates) and `uhat` (list of m covariance
-#'   matrices) for [dp_wald()], and the synthesis' `method` and `ledger`.
-#'   `summary()` returns the pooled table as a data.frame.
-#' @examplesIf dpsynthr:::python_available()
-#' d <- data.frame(x = rnorm(200))
-#' d$y <- factor(rbinom(200, 1, plogis(d$x)), labels = c("no", "yes"))
-#' sch <- dp_schema(d, bounds = list(x = c(-4, 4)))
-#' s <- dp_synthesize(d, "independent", epsilon = 1, m = 3, seed = 1, schema = sch)
-#' fit <- dp_glm(y ~ x, family = binomial, data = s)
-#' fit
-#' summary(fit)
-#' @importFrom stats gaussian
-#' @export
+# dp_glm(): documented in man/dp_glm.Rd
 dp_glm <- function(formula, family = gaussian, data, rule = "synthetic", dfcom = NULL,
                    n_orig = NULL, conf.level = 0.95, se_ratio = 100, se_limit = NULL, ...) {
   pool_fits(match.call(), formula, data, "glm", as_family(family, parent.frame()),
             match.call(expand.dots = FALSE)$..., parent.frame(), rule, dfcom, n_orig, conf.level, se_ratio, se_limit)
 }
 
-#' @rdname dp_glm
-#' @export
+# dp_lm(): documented in man/dp_glm.Rd
 dp_lm <- function(formula, data, rule = "synthetic", dfcom = NULL, n_orig = NULL,
                   conf.level = 0.95, se_ratio = 100, se_limit = NULL, ...) {
   pool_fits(match.call(), formula, data, "lm", NULL, match.call(expand.dots = FALSE)$..., parent.frame(), rule,
@@ -288,21 +169,7 @@ pool_model_fits <- function(fits, notes, call, what, synds, rule, dfcom, n_orig,
 
 # ---- methods -----------------------------------------------------------------------------
 
-#' Pooled table of a `dpsynth_pooled` object
-#'
-#' @param object A `dpsynth_pooled` object from [dp_glm()], [dp_lm()] or
-#'   [dp_pool()].
-#' @param exponentiate If `TRUE`, `estimate`, `conf.low` and `conf.high` are
-#'   exponentiated (odds ratios for a logistic model), as in mice.
-#' @param ... Not used.
-#' @return A data.frame, one row per term, with columns `term, estimate,
-#'   std.error, statistic, df, p.value, conf.low, conf.high, ubar, b, t, riv,
-#'   lambda, fmi, rule, m` (mice's names; `lambda` and `fmi` are defined only
-#'   for rule `"mi"`, `NA` otherwise) and `dfcom, fallback` (`TRUE` where the
-#'   synthetic rule's variance was not positive and the fallback was used).
-#'   The p-values and intervals use a t reference with `df` degrees of
-#'   freedom.
-#' @export
+# summary.dpsynth_pooled(): documented in man/summary.dpsynth_pooled.Rd
 summary.dpsynth_pooled <- function(object, exponentiate = FALSE, ...) {
   out <- object$pooled  # in this order from the engine (dpsynth.bridge)
   ci <- c("estimate", "conf.low", "conf.high")
@@ -310,15 +177,12 @@ summary.dpsynth_pooled <- function(object, exponentiate = FALSE, ...) {
   out
 }
 
-#' @export
 as.data.frame.dpsynth_pooled <- function(x, row.names = NULL, optional = FALSE, ...) {
   summary.dpsynth_pooled(x, ...)
 }
 
-#' @export
 coef.dpsynth_pooled <- function(object, ...) stats::setNames(object$pooled$estimate, object$pooled$term)
 
-#' @export
 confint.dpsynth_pooled <- function(object, parm, level = object$conf.level, ...) {
   if (!isTRUE(all.equal(level, object$conf.level))) {
     stop(sprintf("the pooled intervals were computed at level %s; refit with conf.level = %s",
@@ -339,7 +203,6 @@ model_label <- function(x) {
   sprintf("glm(%s, family = %s(%s))", f, x$family$family, x$family$link)
 }
 
-#' @export
 format.dpsynth_pooled <- function(x, digits = 4, ...) {
   # the header, the columns shown and the notes are the engine's (dpsynth.bridge.pooled_display)
   tab <- x$pooled
@@ -353,21 +216,9 @@ format.dpsynth_pooled <- function(x, digits = 4, ...) {
                          utils::capture.output(print(utils::head(dropped, 5L), row.names = FALSE))))
 }
 
-#' @export
 print.dpsynth_pooled <- function(x, ...) print_lines(x, ...)
 
-#' Coefficient plot of a pooled fit
-#'
-#' Base graphics: each coefficient's pooled estimate with its confidence
-#' interval; with `compare`, the real-data estimate and interval beside it.
-#'
-#' @param x A `dpsynth_pooled` object.
-#' @param compare Optional `dpsynth_compare` object from [dp_compare()].
-#' @param intercept Include the intercept?
-#' @param main Plot title.
-#' @param ... Passed to [graphics::plot()].
-#' @return `x`, invisibly.
-#' @export
+# plot.dpsynth_pooled(): documented in man/plot.dpsynth_pooled.Rd
 plot.dpsynth_pooled <- function(x, compare = NULL, intercept = FALSE, main = NULL, ...) {
   # the terms shown, the interval ends clipped to the axis and the axis: dpsynth.bridge.coef_plot
   lay <- py_call(dp_bridge()$coef_plot, r_to_pandas(x$pooled), if (!is.null(compare)) r_to_pandas(compare$table),
@@ -405,28 +256,7 @@ plot.dpsynth_pooled <- function(x, compare = NULL, intercept = FALSE, main = NUL
   invisible(x)
 }
 
-#' Joint Wald test (D1) of several coefficients of a pooled fit
-#'
-#' The engine's `wald_test` (Li, Raghunathan & Rubin 1991 for rule `"mi"`,
-#' with the Reiter 2007 small-sample df; the analogues for the synthetic-data
-#' rules) on the per-data-set estimates and full covariance matrices kept by
-#' [dp_glm()], over the data sets valid (after the screens) for every
-#' estimated term, as the engine's `PooledResult.wald_test`.
-#'
-#' @param x A `dpsynth_pooled` object from [dp_glm()] or [dp_lm()].
-#' @param terms Terms to test jointly (default: all but the intercept). A
-#'   single string is also matched as a prefix of term names, so `"race"`
-#'   tests all `race` dummies.
-#' @param null Values under the null hypothesis (default 0).
-#' @return A one-row data.frame with `statistic, df1, df2, p.value, riv,
-#'   rule, m, fallback`.
-#' @examplesIf dpsynthr:::python_available()
-#' d <- data.frame(g = factor(sample(c("a", "b", "c"), 300, TRUE)), x = rnorm(300))
-#' d$y <- d$x + rnorm(300)
-#' sch <- dp_schema(d, bounds = list(x = c(-4, 4), y = c(-6, 6)), bins = 8)
-#' s <- dp_synthesize(d, "independent", epsilon = 2, m = 4, seed = 2, schema = sch)
-#' dp_wald(dp_lm(y ~ g + x, data = s), "g")
-#' @export
+# dp_wald(): documented in man/dp_wald.Rd
 dp_wald <- function(x, terms = NULL, null = NULL) {
   need_fit(x, "x")
   # term selection, the data sets valid for every term, the test: dpsynth.inference.wald_per_dataset

@@ -27,14 +27,8 @@ find_venv_python <- function(start) {
   }
 }
 
-#' The Python interpreter dpsynthr uses
-#'
-#' In order: the environment variable `RETICULATE_PYTHON`; a `.venv/bin/python`
-#' found by walking up from the working directory; the option
-#' `dpsynthr.python` (set at load time to the `.venv` above the directory the
-#' package was installed from).
-#' @return A path, or `NULL` if none was found.
-#' @noRd
+# The Python dpsynthr uses: RETICULATE_PYTHON; a .venv/bin/python found by walking up from the
+# working directory; the option dpsynthr.python (the .venv above the install directory, set at load).
 dp_python_path <- function() {
   env <- Sys.getenv("RETICULATE_PYTHON")
   if (nzchar(env)) return(env)
@@ -90,18 +84,7 @@ dp_py <- function() {
 python_available <- function() tryCatch(!is.null(dp_bridge()), error = function(e) FALSE)
 pandas_available <- python_available
 
-#' Situation report: is Python found, which versions
-#'
-#' Prints the R and reticulate versions, the Python interpreter dpsynthr
-#' uses, whether the `dpsynth` engine imports, and the versions of dpsynth,
-#' numpy, pandas and torch. Use it first when something does not work.
-#'
-#' @return Invisibly, a list with elements `r`, `reticulate`, `python`,
-#'   `dpsynth_ok`, `error` and `versions` (a named character vector, `NA`
-#'   where a module is missing).
-#' @examples
-#' dpsynthr_sitrep()
-#' @export
+# dpsynthr_sitrep(): documented in man/dpsynthr_sitrep.Rd
 dpsynthr_sitrep <- function() {
   py <- dp_python_path()
   res <- if (is.null(py)) NA_character_ else tryCatch({ dp_py(); TRUE }, error = function(e) conditionMessage(e))

@@ -1,36 +1,6 @@
 # The analyst report: an R Markdown template rendered with rmarkdown.
 
-#' HTML report of a pooled analysis of synthetic data
-#'
-#' Renders the template `inst/report/analyst.Rmd` with
-#' [rmarkdown::render()]: the privacy ledger, the pooled table (estimate,
-#' standard error, df, interval, fmi, rule), a coefficient plot (base
-#' graphics) and the between/within variance of each coefficient; with
-#' `real`, also the comparison with the real data ([dp_compare()], for the
-#' data holder only). The page is self-contained. It is written to a
-#' temporary file beside `file` and then renamed, so `file` is never left
-#' half written. Needs the rmarkdown package and pandoc.
-#'
-#' @param x A `dpsynth_pooled` object ([dp_glm()], [dp_lm()]) or a
-#'   `dpsynth_synds` object ([dp_synthesize()]; then `formula` is fitted with
-#'   [dp_glm()]).
-#' @param formula,family,rule The model and combining rule when `x` is a
-#'   `dpsynth_synds` object.
-#' @param file Output HTML file.
-#' @param real Optional real data.frame for the comparison section (not
-#'   differentially private: only for the data holder).
-#' @param title Report title.
-#' @param quiet Passed to [rmarkdown::render()].
-#' @param ... Passed to [dp_glm()].
-#' @return The path of the report, invisibly.
-#' @examplesIf dpsynthr:::python_available() && rmarkdown::pandoc_available()
-#' d <- data.frame(x = rnorm(200))
-#' d$y <- 1 + d$x + rnorm(200)
-#' sch <- dp_schema(d, bounds = list(x = c(-4, 4), y = c(-5, 7)))
-#' s <- dp_synthesize(d, "independent", epsilon = 1, m = 3, seed = 1, schema = sch)
-#' out <- dp_report(s, y ~ x, file = tempfile(fileext = ".html"))
-#' file.exists(out)
-#' @export
+# dp_report(): documented in man/dp_report.Rd
 dp_report <- function(x, formula = NULL, family = gaussian, file = "report.html", rule = "synthetic",
                       real = NULL, title = "dpsynth analyst report", quiet = TRUE, ...) {
   synthesis <- NULL
