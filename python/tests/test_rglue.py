@@ -176,3 +176,22 @@ def test_synthesis_notes_flag_an_unmixed_sampler():
     assert "did NOT mix" in bridge.synthesis_notes({"rhat_max_cells": 1.004, "mixed": False})[0]
     assert bridge.synthesis_notes(None, "MAR", {"a": 0.25})[0] == (
         "Missing values filled in; assumption: MAR. Released share missing: a 25.0%.")
+
+
+def test_every_engine_name_dpsynthr_calls_exists():
+    """dpsynthr calls the engine by name (dp_bridge()$f, reticulate::import("dpsynth.x")$f, dp_py()$f):
+    every such name in rpkg/R and the report template must exist where R looks for it."""
+    import importlib
+    import re
+    from pathlib import Path
+
+    rpkg = Path(__file__).resolve().parents[2] / "rpkg"
+    text = "\n".join(p.read_text() for p in [*rpkg.glob("R/*.R"), rpkg / "inst" / "report" / "analyst.Rmd"])
+    calls = {("dpsynth.bridge", f) for f in re.findall(r"dp_bridge\(\)\$(\w+)", text)}
+    calls |= {("dpsynth", f) for f in re.findall(r"dp_py\(\)\$(\w+)", text)}
+    calls |= set(re.findall(r'import\("(dpsynth[\w.]*)"[^)]*\)\$(\w+)', text))
+    for var, mod in re.findall(r'(\w+) <- reticulate::import\("(dpsynth[\w.]*)"', text):
+        calls |= {(mod, f) for f in re.findall(rf"\b{var}\$(\w+)", text)}
+    assert {("dpsynth.bridge", "pool_fits_for_r"), ("dpsynth.audit", "audit_report")} <= calls
+    missing = [f"{m}.{f}" for m, f in sorted(calls) if not hasattr(importlib.import_module(m), f)]
+    assert not missing, missing
