@@ -19,8 +19,8 @@ What lives where:
   MLPs, by the exact outer-product identity (:func:`mlp_clipped_gradient_sum`, ~100× faster on CPU);
   per-sample clipping of the joint L2 norm to C, one :meth:`SGMPlan.release` per step, then an Adam
   step (post-processing); :func:`wgan_critic_step` (a WGAN critic step with DP-SGD on the real term
-  only); :class:`TorchFit` (torch threads and seeding around a generator's ``fit``); the option checks
-  the DP-SGD generators share.
+  only); :class:`TorchFit` (torch threads and seeding around a generator's ``fit``). The generators'
+  option checks are :mod:`dpsynth.validation`'s.
 
 Privacy unit: one row; neighbouring relation: add/remove one row (Poisson subsampling's analysis).
 The Gaussian noise is float noise from torch (not floating-point safe; documented in PRIVACY.md).
@@ -46,10 +46,7 @@ from __future__ import annotations
 
 import contextlib
 
-import numpy as np
-
 from ..privacy.dpsgd_accounting import DPSGD_MECHANISM, SGMPlan, poisson_indices, released_row_count, step_rng
-from ..privacy.validation import check_positive_float, check_positive_int  # noqa: F401 (the generators import them from here)
 from .encoding import (Block, MixedEncoder, block_log_likelihood, complete_rows, draw_rows, numeric_range,
                        numeric_values, values_in_bins)
 
@@ -90,18 +87,6 @@ class TorchFit:
 
     def _fit_torch(self, codes, data, source):
         raise NotImplementedError
-
-
-def check_nonnegative_number(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
-    return float(value)
-
-
-def check_share(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not 0 < value < 1:
-        raise ValueError(f"{name} must be a fraction of the budget strictly between 0 and 1, got {value!r}")
-    return float(value)
 
 
 # ====================================================================== per-sample gradients
