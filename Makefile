@@ -57,7 +57,7 @@ demo: setup
 	$(VENV)/bin/dpsynth demo --out demo-output
 
 bench: venv
-	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f; done
+	@for f in bench/[!_]*.py; do echo "== $$f"; $(PY) $$f; done
 
 clean:
 	rm -rf demo-output .venv/.installed

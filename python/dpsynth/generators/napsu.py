@@ -122,14 +122,15 @@ import torch
 
 from ..graphical import Domain, MaxEntModel, maximal_cliques
 from ..graphical.icin import IcinModel
-from ..graphical.noise_aware import NoiseAwareLikelihood, split_measurement, split_rho
-from ..graphical.posterior import (PosteriorNotMixedWarning, elliptical_slice, ess_bulk, hmc, laplace_approximation,
-                                  psis_weights, split_rhat)
+from ..graphical.noise_aware import NoiseAwareLikelihood, count_groups, split_measurement, split_rho
+from ..graphical.posterior import PosteriorNotMixedWarning, elliptical_slice, laplace_approximation
 from ..privacy import cdp_rho
 from ..privacy.validation import check_positive_float
 from ..schema import MISSING
 from .base import Generator, check_count
 from .marginal_model import single_thread
+from .napsu_sampling import (DIAGNOSTIC_DRAWS, IMPORTANCE_DRAWS, INIT_SCALE, MAX_EXTENSIONS, PARETO_K_MAX,  # noqa: F401
+                             PosteriorNotMixedError, PosteriorSampling)
 from ..marginals.measure import Measurement, measure_marginals
 from ..marginals.mst import mst_select
 
@@ -137,21 +138,10 @@ DTYPE = torch.float64
 INFERENCE = ("hmc", "hmc-da", "laplace", "slice")
 #: chains, warm-up iterations, kept draws per chain, thinning
 MCMC_DEFAULTS = {"hmc": (64, 100, 400, 1), "hmc-da": (16, 300, 200, 1), "slice": (20, 20, 8, 2)}
-#: ``"hmc"`` reweights at most this many draws (the chains thinned evenly): each needs one exact,
-#: clamped evaluation of the likelihood
-IMPORTANCE_DRAWS = 3200
 MAR_ASSUMPTION = ("missing at random given the other columns (MAR; precisely, itemwise conditionally "
                   "independent nonresponse: whether a value is missing may depend on the row's other values "
                   "and on which of them are missing, not on the value itself); the completed datasets "
                   "estimate the complete-data distribution only under this assumption")
-#: R̂ and ESS of the cells are computed on at most this many draws per chain (evenly thinned, so the
-#: ESS is that of the thinned draws: conservative): arviz's rank normalisation sorts every cell's
-#: draws, which took a third of a fit with two extensions (Adult-10, profiled)
-DIAGNOSTIC_DRAWS = 400
-#: extensions of the sampling phase (each as long as the first) while R̂ / ESS miss their targets
-MAX_EXTENSIONS = 2
-#: Pareto k̂ above which importance-reweighted draws are not trusted (Vehtari et al. 2024)
-PARETO_K_MAX = 0.7
 MISSING_MODES = ("auto", "available-case", "level", "mar")
 SELECTIONS = ("mst", "aim")  # private query selection: MST's tree or AIM's adaptive rounds
 PRIOR_SD = 2.5
@@ -167,16 +157,7 @@ ANALYSIS_WEIGHT = 2.0
 #: needs n_orig = n̂, which the result carries (``SynthResult.n_private``). Measured on Adult-10 at
 #: ε = 1 with the defaults (bench/napsu_validity.py, 20 repeats): median width ratio 1.49.
 SIZE_RATIO = 4.0
-#: chains start at N(mode, INIT_SCALE² F⁻¹): spread out, yet inside the region where the frozen-V
-#: surrogate of delayed acceptance is close to the exact density
-INIT_SCALE = 0.3
-
-
-class PosteriorNotMixedError(RuntimeError):
-    """Raised instead of the warning with ``on_not_mixed="raise"``."""
-
-
-class NAPSUMQ(Generator):
+class NAPSUMQ(PosteriorSampling, Generator):
     """NAPSU-MQ (see the module docstring).
 
     Parameters
@@ -485,122 +466,6 @@ class NAPSUMQ(Generator):
         self.n_ = float(lik.counts(at).detach().reshape(-1, lik.G).median(dim=0).values.max())
         model.__dict__.pop("_evidence_cache", None)  # rebuilt on demand; not part of the fitted state
 
-    def _run_hmc(self, lik, x0, cov0, rng):
-        """Dispersed starts N(mode, INIT_SCALE² F⁻¹), adapted dense-metric HMC, and up to
-        :data:`MAX_EXTENSIONS` extensions, each as long as the first run, while the cells' R̂ / ESS
-        miss their targets. ``"hmc"``: the chains
-        target the frozen-V surrogate and the draws are reweighted to the exact posterior by
-        Pareto-smoothed importance sampling; ``"hmc-da"``: delayed acceptance, exact but sticky."""
-        delayed = self.inference == "hmc-da"
-        cov0 = 0.5 * (cov0 + cov0.T)
-        chol0 = torch.linalg.cholesky(cov0)
-        init = x0 + INIT_SCALE * torch.as_tensor(rng.standard_normal((self.mcmc_chains, lik.dim)), dtype=DTYPE) @ chol0.T
-        res = hmc(lik.log_posterior, init, cov=cov0, warmup=self.mcmc_warmup, draws=self.mcmc_draws * self.mcmc_thin,
-                  rng=rng, surrogate=lik.surrogate, delayed_acceptance=delayed)
-        draws, seconds, n_grad = res.draws[:, self.mcmc_thin - 1::self.mcmc_thin], res.seconds, res.gradient_evaluations
-        guide = res.target if not delayed else lik.surrogate(draws.reshape(-1, lik.dim).mean(0))
-
-        def diagnose(draws):
-            # the exact evaluations behind the importance weights (most of a fit's cost beside the
-            # chains) only when the chains' R̂ already meets its target
-            cells = self._cell_diagnostics(draws)
-            if not delayed and cells.get("rhat_max_cells", math.inf) <= self.rhat_target:
-                cells.update(self._importance_diagnostics(draws, lik, guide))
-            return cells
-
-        cells = diagnose(draws)
-        extended = 0
-        while not self._mixed(cells) and extended < MAX_EXTENSIONS:
-            more = hmc(lik.log_posterior, draws[:, -1], cov=res.metric, warmup=0,
-                       draws=self.mcmc_draws * self.mcmc_thin, rng=rng, step_size=res.step_size,
-                       surrogate=lambda _c, _d=None: guide, delayed_acceptance=delayed)
-            draws = torch.cat([draws, more.draws[:, self.mcmc_thin - 1::self.mcmc_thin]], dim=1)
-            seconds, n_grad, extended = seconds + more.seconds, n_grad + more.gradient_evaluations, extended + 1
-            cells = diagnose(draws)
-        if not delayed and cells and "weights" not in cells:  # the chains target the surrogate: reweight
-            cells.update(self._importance_diagnostics(draws, lik, guide))
-        self.weights_ = cells.pop("weights", None)
-        self.draws_ = cells.pop("kept", draws).detach()
-        if delayed:
-            self.diagnostics_["second_stage_accept"] = res.second_stage_accept
-        self.diagnostics_.update({"accept_rate": res.accept_rate, "step_size": res.step_size,
-                                  "n_leapfrog": res.n_leapfrog, "divergences": res.divergences,
-                                  "gradient_evaluations": n_grad, "mcmc_seconds": seconds,
-                                  "chains": int(draws.shape[0]), "draws_per_chain": int(draws.shape[1]),
-                                  "extended": extended, **cells})
-        self._report_mixing(cells)
-
-    def _keep_draws(self, res):
-        self.draws_, self.weights_ = res.draws.detach(), None
-        cells = self._cell_diagnostics(self.draws_)
-        self.diagnostics_.update({"mcmc_seconds": res.seconds, **cells})
-        self._report_mixing(cells)
-
-    def _mixed(self, cells: dict) -> bool:
-        return bool(cells) and cells["rhat_max_cells"] <= self.rhat_target and \
-            cells["ess_bulk_min_cells"] >= self.ess_target and cells.get("pareto_k", 0.0) <= PARETO_K_MAX
-
-    def _report_mixing(self, cells: dict):
-        self.diagnostics_["mixed"] = self._mixed(cells)
-        if not self.diagnostics_["mixed"]:
-            msg = self._not_mixed_message()
-            if self.on_not_mixed == "raise":
-                raise PosteriorNotMixedError(msg)
-            warnings.warn(msg, PosteriorNotMixedWarning, stacklevel=4)
-
-    def _not_mixed_message(self) -> str:
-        d = self.diagnostics_
-        return (f"NAPSU-MQ's posterior sampler did not mix: split R-hat of the released cells' probabilities "
-                f"{d.get('rhat_max_cells', float('nan')):.3f} (target <= {self.rhat_target}), bulk ESS "
-                f"{d.get('ess_bulk_min_cells', float('nan')):.0f} (target >= {self.ess_target:.0f}). Pooled intervals "
-                "from these datasets may be too narrow or too wide; raise mcmc_draws / mcmc_warmup, or "
-                "measure fewer or coarser tables")
-
-    # ------------------------------------------------------------------ posterior and sampling
-    def _cell_diagnostics(self, draws: torch.Tensor) -> dict:
-        """R̂ and bulk ESS (arviz-stats) of the released cells' probabilities (what the synthetic
-        data depend on; θ of a near-empty cell can wander in the prior's tail while its
-        probability stays ≈ 0), on at most :data:`DIAGNOSTIC_DRAWS` draws per chain."""
-        if draws.shape[1] < 4:
-            return {}
-        thin = max(1, math.ceil(draws.shape[1] / DIAGNOSTIC_DRAWS))
-        probs = self._cell_probs(draws[:, thin - 1::thin])
-        return {"rhat_max_cells": _nan_extreme(max, np.atleast_1d(split_rhat(probs))),
-                "ess_bulk_min_cells": _nan_extreme(min, np.atleast_1d(ess_bulk(probs)))}
-
-    def _importance_diagnostics(self, draws: torch.Tensor, lik, proposal) -> dict:
-        """The draws (chains targeting ``proposal``, the surrogate) reweighted to
-        ``lik.log_posterior`` by PSIS over at most :data:`IMPORTANCE_DRAWS` of them: the ESS
-        reported is the kept draws' bulk ESS times the importance efficiency, ``pareto_k`` is k̂."""
-        step = max(1, math.ceil(draws.shape[0] * draws.shape[1] / IMPORTANCE_DRAWS))
-        kept = draws[:, step - 1::step]
-        flat = kept.reshape(-1, kept.shape[-1])
-        ess_kept = _nan_extreme(min, np.atleast_1d(ess_bulk(self._cell_probs(kept))))
-        with torch.no_grad():
-            log_ratio = (lik.log_posterior_many(flat) - proposal(flat)).numpy()
-        r_eff = ess_kept / flat.shape[0] if np.isfinite(ess_kept) else 1.0
-        w, khat, eff = psis_weights(log_ratio, r_eff=min(max(r_eff, 0.05), 1.0))
-        return {"weights": w, "kept": kept, "pareto_k": khat, "importance_efficiency": eff,
-                "importance_draws": int(flat.shape[0]), "ess_bulk_min_cells_chains": ess_kept,
-                "ess_bulk_min_cells": ess_kept * eff}
-
-    def _cell_probs(self, draws: torch.Tensor) -> np.ndarray:
-        with torch.no_grad():
-            return self.model_.table_marginals(draws[..., :self.model_.D]).numpy()
-
-    def posterior_draws(self, m: int, rng: np.random.Generator) -> torch.Tensor:
-        """m draws of x = (θ, v) from the fitted posterior. Laplace: fresh Gaussian draws. MCMC:
-        m of the kept draws of all chains, picked at random without replacement (with more
-        datasets than kept draws, draws repeat)."""
-        if self.draws_ is None:
-            return self.laplace_.sample(m, rng)
-        flat = self.draws_.reshape(-1, self.draws_.shape[-1])
-        weights = getattr(self, "weights_", None)
-        if weights is not None:  # sampling-importance-resampling from the reweighted draws
-            return flat[torch.as_tensor(rng.choice(flat.shape[0], size=m, replace=True, p=weights))]
-        pick = np.concatenate([rng.permutation(flat.shape[0]) for _ in range(-(-m // flat.shape[0]))])[:m]
-        return flat[torch.as_tensor(pick)]
-
     def default_n(self) -> int:
         """``size_ratio`` × the released number of rows n̂ (see :data:`SIZE_RATIO`)."""
         return max(1, int(round(getattr(self, "size_ratio", 1.0) * self.n_)))
@@ -694,11 +559,6 @@ def adult_reduced(df, schema):
     return frame, sch
 
 
-def _nan_extreme(fn, values) -> float:
-    finite = [float(v) for v in values if np.isfinite(v)]
-    return fn(finite) if finite else float("nan")
-
-
 def _as_query_list(queries, name) -> list[tuple]:
     if isinstance(queries, (str, bytes)) or not hasattr(queries, "__iter__"):
         raise TypeError(f"{name} must be a list of column tuples such as [('age', 'income')], got {queries!r}")
@@ -717,30 +577,3 @@ def _as_query_list(queries, name) -> list[tuple]:
             raise ValueError(f"{name} lists the marginal {q} twice; list each set of columns once")
         out.append(q)
     return out
-
-
-def count_groups(measurements, z: float = 4.0) -> list[int]:
-    """Available-case tables that count the same rows: the released (noisy) totals, sorted, are
-    split wherever two neighbours differ by more than ``z`` standard deviations of their
-    difference; tables in one group share one n. With complete data every total estimates the same
-    n, so all tables form one group and the likelihood takes its reduced form; with missing values
-    the totals of tables over incomplete columns stand apart. Post-processing of released values
-    only: it costs no privacy.
-
-    >>> from dpsynth.marginals.measure import Measurement
-    >>> import numpy as np
-    >>> ms = [Measurement(("a",), np.array([500., 500]), 5.0), Measurement(("b",), np.array([300., 701]), 5.0),
-    ...       Measurement(("c",), np.array([400., 400]), 5.0)]
-    >>> count_groups(ms)
-    [0, 0, 1]
-    """
-    totals = np.array([m.total for m in measurements])
-    sds = np.array([m.sigma * math.sqrt(m.noisy.size) for m in measurements])
-    order = np.argsort(-totals, kind="stable")
-    groups = np.zeros(len(measurements), dtype=int)
-    g = 0
-    for prev, cur in zip(order[:-1], order[1:]):
-        if totals[prev] - totals[cur] > z * math.hypot(sds[prev], sds[cur]):
-            g += 1
-        groups[cur] = g
-    return groups.tolist()
