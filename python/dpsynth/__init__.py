@@ -15,7 +15,7 @@ from .privacy import PrivacyLedger
 from .result import SynthResult
 from .schema import Schema
 
-__version__ = "0.1.0"
+from .version import __version__
 
 # Names resolved on first use, so that importing dpsynth stays light (torch, statsmodels load lazily).
 _LAZY = {

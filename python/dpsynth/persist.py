@@ -48,6 +48,8 @@ import sys
 import numpy as np
 import pandas as pd
 
+from .version import __version__
+
 FORMAT = "dpsynth-generator"
 VERSION = 1
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -58,8 +60,6 @@ def save_object(obj, file) -> None:
     TypeError names the attribute path of anything that cannot be saved as data (e.g. a function)."""
     enc = _Encoder()
     root = enc.node(obj, "obj")
-    from . import __version__
-
     head = {"format": FORMAT, "version": VERSION, "dpsynth": __version__, "root": root}
     arrays = {"structure": np.frombuffer(json.dumps(head).encode("utf-8"), dtype=np.uint8)}
     arrays.update({f"a{i}": a for i, a in enumerate(enc.arrays)})
