@@ -93,6 +93,10 @@ def _label(file) -> str:
     return str(file) if isinstance(file, (str, os.PathLike)) else "the file"
 
 
+#: classes renamed since files were saved: (module, old name) → (module, new name)
+MOVED = {("dpsynth.generators.pmse", "_Col"): ("dpsynth.generators.pmse", "ModelColumn")}
+
+
 def class_path(cls) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
@@ -111,10 +115,13 @@ def resolve_class(path: str) -> type:
     if not allowed:
         raise ValueError(f"refusing class {path!r}: a saved generator may only hold dpsynth classes, torch nn "
                          "modules and numpy random generators")
+    module, qualname = MOVED.get((module, qualname), (module, qualname))
     cls = importlib.import_module(module)
     for part in qualname.split("."):
         cls = getattr(cls, part, None)
-    if not isinstance(cls, type) or cls.__module__ != module or cls.__qualname__ != qualname:
+    # a dpsynth module that became a package re-exports its classes from the modules inside it
+    inside = module.startswith("dpsynth") and isinstance(cls, type) and cls.__module__.startswith(module + ".")
+    if not isinstance(cls, type) or (cls.__module__ != module and not inside) or cls.__qualname__ != qualname:
         raise ValueError(f"refusing class path {path!r}: not a class defined in {module}")
     if module.startswith("torch.nn."):
         import torch

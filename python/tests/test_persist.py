@@ -119,3 +119,16 @@ def test_generic_encoder_handles_pandas_torch_and_shared_objects():
     assert torch.equal(out["t"], obj["t"]) and out[(1, "k")] == {2, 3} and np.isnan(out["nan"])
     assert out["rng"].random() == np.random.default_rng(3).random()
     assert out["pair"][0] is out["pair"][1] and isinstance(out["pair"][0], dpsynth.PrivacyLedger)
+
+
+def test_class_paths_of_files_saved_before_a_module_became_a_package():
+    """pmse.py became a package (its classes now live in modules inside it) and its _Col became
+    ModelColumn: files saved before name the old paths, which still resolve; a class merely
+    imported into a dpsynth module from elsewhere is still refused."""
+    from dpsynth.generators.pmse import ModelColumn, PMSEMechanism
+    from dpsynth.persist import resolve_class
+
+    assert resolve_class("dpsynth.generators.pmse:PMSEMechanism") is PMSEMechanism
+    assert resolve_class("dpsynth.generators.pmse:_Col") is ModelColumn
+    with pytest.raises(ValueError, match="not a class defined"):
+        resolve_class("dpsynth.generators.napsu:Domain")  # imported there from dpsynth.graphical
