@@ -55,7 +55,7 @@ import torch
 from .domain import Domain
 from .factor import DTYPE, Factor
 from .junction_tree import JunctionTree
-from .maxent import MaxEntModel, cell_index
+from .maxent import MaxEntModel
 
 
 def indicator(column: Hashable) -> tuple:
@@ -68,7 +68,9 @@ class IcinModel(MaxEntModel):
     its missing level last) with ``cliques`` and released ``tables`` as in :class:`MaxEntModel`;
     ``shift``: column → δ (MNAR sensitivity). Attributes as :class:`MaxEntModel`, plus
     ``observed`` (the observed-domain model that defines the statistics), ``latent`` (the domain
-    of x then the R_j) and ``jt`` (the latent junction tree)."""
+    of x then the R_j) and ``jt`` (the latent junction tree). :meth:`sample` (inherited) gives
+    latent codes (m, n, d + number of incomplete columns): x in domain order (incomplete columns
+    without their missing level), then the R_j (1 = missing)."""
 
     def __init__(self, domain: Domain, cliques: Sequence[Sequence[Hashable]],
                  tables: Sequence[Sequence[Hashable]] | None = None, incomplete: Sequence[Hashable] = (),
@@ -127,7 +129,8 @@ class IcinModel(MaxEntModel):
         return feature, event
 
     def _flat_plan(self) -> dict:
-        """:meth:`MaxEntModel._flat_plan` on the latent tree, plus ``features`` (Σ n_i, D) = liftᵀ,
+        """:meth:`MaxEntModel._flat_plan` on the latent tree, plus ``features`` (liftᵀ, kept only as
+        the non-zeros :meth:`_apply` uses),
         ``tables`` (Σ n_i, P) collecting every released table cell, and ``offset`` (Σ n_i) holding
         the δ·x_j·R_j terms of ``shift`` (each on the first clique that holds x_j and R_j)."""
         cache = self.__dict__.setdefault("_evidence_cache", {})
@@ -150,7 +153,8 @@ class IcinModel(MaxEntModel):
             grid = np.indices(ldom.shape).reshape(len(ldom), -1)
             term = grid[ldom.attrs.index(a)] * grid[ldom.attrs.index(indicator(a))]
             offset[start[i]:start[i + 1]] += delta * torch.as_tensor(term, dtype=DTYPE)
-        plan.update(features=plan["lift"].T.contiguous(), tables=tables, offset=offset)
+        rows, cols = torch.nonzero(plan["lift"], as_tuple=True)
+        plan.update(features_nonzero=(cols, rows, self.D), tables=tables, offset=offset)
         return plan
 
     def cell_map(self):
@@ -188,11 +192,6 @@ class IcinModel(MaxEntModel):
         if evidence is not None:
             raise NotImplementedError("IcinModel takes no evidence factors")
         return self.potentials(theta, extra_batch)
-
-    def sample(self, theta: torch.Tensor, n: int, rng: np.random.Generator) -> np.ndarray:
-        """Latent codes (m, n, d + number of incomplete columns): x in domain order (the complete
-        values, incomplete columns without their missing level), then the R_j (1 = missing)."""
-        return super().sample(theta, n, rng)
 
     def __repr__(self) -> str:
         return (f"IcinModel({len(self.cliques)} cliques, D = {self.D}, {len(self.tables)} tables, "
