@@ -98,10 +98,6 @@ class IcinModel(MaxEntModel):
     def _home(self, q: int) -> int:
         return self._holder(self.lifted(self.cliques[q]))
 
-    def _holder(self, attrs) -> int:
-        """The first latent junction-tree clique that contains ``attrs``."""
-        return next(i for i, c in enumerate(self.jt.cliques) if set(attrs) <= set(c))
-
     def lifted(self, attrs) -> tuple:
         """The latent scope of observed ``attrs``: the columns and their response indicators."""
         return (*attrs, *(indicator(a) for a in attrs if a in self.incomplete))

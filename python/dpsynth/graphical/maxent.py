@@ -298,12 +298,50 @@ class MaxEntModel:
         return self._flat_pass(theta, clamp=False)[1][..., 0, :]
 
     def _flat_pass(self, theta: torch.Tensor, clamp: bool, collect: str = "collect") -> tuple[torch.Tensor, torch.Tensor]:
+        """(log Z (…, R), P(canonical statistics | evidence) (…, R, D)) from
+        :meth:`_calibrate_flat`; ``collect`` names the plan's matrix from clique cells to the
+        events whose probabilities are returned."""
+        log_z, belief = self._calibrate_flat(theta, clamp)
+        return log_z, self._apply(torch.cat(belief, dim=0), collect, dim=0).movedim(0, -1)
+
+    def clique_marginals(self, theta: torch.Tensor) -> list[torch.Tensor]:
+        """P(x_C) for every junction-tree clique C, (…, n_C) each, cells in C order of
+        ``jt.clique_domain(i)``: one unclamped linear-space pass (:meth:`_calibrate_flat`)."""
+        return [b[..., 0].movedim(0, -1) for b in self._calibrate_flat(theta, clamp=False)[1]]
+
+    def separator_cells(self, i: int) -> tuple[torch.Tensor, int, torch.Tensor]:
+        """Junction-tree clique i's separator with its parent: (index of each of i's cells in the
+        separator's table, the separator's cells, index of each of the parent's cells in it); the
+        root's separator is empty (one cell) and its third entry is None."""
+        plan = self._flat_plan()
+        if self.jt.parent[i] < 0:
+            return torch.zeros(plan["sizes"][i], dtype=torch.long), 1, None
+        return plan["to_sep"][i], plan["sep_size"][i], plan["parent_to_sep"][i]
+
+    def table_cells(self, k: int) -> tuple[int, torch.Tensor]:
+        """Released table k as a sum over one junction-tree clique's cells: (that clique i, the
+        index in table k of each of its cells)."""
+        t = self.tables[k]
+        i = self._holder(self.lifted(t))
+        _, event = self._statistic_hits(i, t, np.arange(self.table_sizes[k]))
+        if not (event.sum(0) == 1).all():
+            raise RuntimeError(f"table {t} does not partition the cells of junction-tree clique {i}")
+        return i, torch.as_tensor(event.argmax(0))
+
+    def lifted(self, attrs) -> tuple:
+        """The model's scope of table attributes ``attrs`` (themselves here; a latent-variable model adds its own)."""
+        return tuple(attrs)
+
+    def _holder(self, attrs) -> int:
+        """The first junction-tree clique that contains ``attrs``."""
+        return next(i for i, c in enumerate(self.jt.cliques) if set(attrs) <= set(c))
+
+    def _calibrate_flat(self, theta: torch.Tensor, clamp: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Two-pass sum-product in linear space on flattened clique tables: each clique's
         potential is shifted by its maximum and every message renormalised, so nothing
         overflows. With ``clamp`` the batch gains an axis of D + 1 pieces of evidence (row 0
         free, row 1 + j keeps only canonical cell j); without it, that axis has length 1.
-        Returns (log Z (…, R), P(canonical statistics | evidence) (…, R, D)); ``collect`` names
-        the plan's matrix from clique cells to the events whose probabilities are returned."""
+        Returns (log Z (…, R), the clique beliefs, (n_i, …, R) each, normalised per clique)."""
         jt = self.jt
         plan = self._flat_plan()
         theta = torch.as_tensor(theta, dtype=DTYPE)
@@ -362,7 +400,7 @@ class MaxEntModel:
                 msg = project(m, from_sep[c], plan["sep_size"][c])
                 down[c] = msg / msg.sum(0, keepdim=True)
             belief[i] = full / full.sum(0, keepdim=True)
-        return log_z, self._apply(torch.cat(belief, dim=0), collect, dim=0).movedim(0, -1)
+        return log_z, belief
 
     def _sparse(self, name: str) -> tuple[torch.Tensor, torch.Tensor, int]:
         """The plan's 0/1 matrix ``name`` as (row index, column index, columns) of its non-zeros."""

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .gaussian_tree import GaussianTree
 from .maxent import MaxEntModel
 
 DTYPE = torch.float64
@@ -127,7 +128,8 @@ class NoiseAwareLikelihood:
     ``"dense"``.
     """
 
-    def __init__(self, model: MaxEntModel, noisy, sigmas, groups, prior_sd: float, form: str = "auto"):
+    def __init__(self, model: MaxEntModel, noisy, sigmas, groups, prior_sd: float, form: str = "auto",
+                 tree: bool = True):
         self.model = model
         self.D = model.D
         y = np.concatenate([np.asarray(t, dtype=float).ravel() for t in noisy])
@@ -159,6 +161,7 @@ class NoiseAwareLikelihood:
             self._init_reduced(y, sigma2)
         else:
             self._init_dense(y, sigma2, noisy, groups)
+        self.tree = GaussianTree(model, noisy, sigmas) if tree and self.G == 1 else None
 
     # ------------------------------------------------------------------ the two forms
     def _init_reduced(self, y, sigma2):
@@ -222,6 +225,11 @@ class NoiseAwareLikelihood:
         return torch.where(bad, torch.full_like(ll, -math.inf), ll), mu, cov, n_cell, chol
 
     def log_likelihood(self, x: torch.Tensor) -> torch.Tensor:
+        """Eq. 6 at x: by junction-tree messages (:class:`GaussianTree`) with one count group,
+        else from :meth:`_terms`. The two differ by a constant in x (the reduced form is the
+        density of the sufficient ŝ, the tree that of ŷ), which no posterior quantity sees."""
+        if self.tree is not None:
+            return self.tree.log_likelihood(x[..., :self.D], self.counts(x)[..., 0])
         return self._terms(x)[0]
 
     def log_prior(self, x: torch.Tensor) -> torch.Tensor:
@@ -381,14 +389,13 @@ class NoiseAwareLikelihood:
         fisher = torch.diag(prior)
         for _ in range(max_iter):
             xr = x.clone().requires_grad_(True)
-            ll, mu, cov, n_cell, chol = self._terms(xr)
-            lp_x = ll + self.log_prior(xr)
+            lp_x = self.log_posterior(xr)
             if not bool(torch.isfinite(lp_x)):
                 break
             (g,) = torch.autograd.grad(lp_x, xr)
             lp = float(lp_x.detach())
             with torch.no_grad():
-                mu, cov, n_cell, chol = mu.detach(), cov.detach(), n_cell.detach(), chol.detach()
+                _, mu, cov, n_cell, chol = self._terms(x)
                 dmu = cov[:, self.theta_columns]
                 if self.form == "reduced" and hasattr(self.model, "mean_jacobian"):  # features ≠ statistics
                     dmu = torch.nn.functional.pad(self.model.mean_jacobian(x[:self.D]), (0, 0, 0, 1))
