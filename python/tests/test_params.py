@@ -8,11 +8,10 @@ import dpsynth
 from dpsynth import validation
 from dpsynth.generators import generator_class, make_generator
 
-# Generators whose constructors this test covers. Not here: "pmse" (generators/pmse, owned by the pMSE
-# package split), "napsu-mq" (generators/napsu.py, owned by the NAPSU-MQ work) and the missing-data
-# wrappers "complete-rows", "impute-random", "impute-dp-mean" (dpsynth/missing/strategies.py).
+# Generators whose constructors this test covers. Not here: the missing-data wrappers "complete-rows",
+# "impute-random", "impute-dp-mean" (dpsynth/missing/strategies.py).
 OWNED = ["independent", "privbayes", "privbayes-e", "dp-misgan", "mst", "aim", "aim-e", "dpautogan", "dpctgan",
-         "kamino", "kamino-i"]
+         "kamino", "kamino-i", "napsu-mq"]
 EXPLICIT = {"privbayes": {"k": 2}, "privbayes-e": {"k": 2}, "aim": {"rounds": 7}, "aim-e": {"rounds": 7},
             "kamino": {"order": ["b", "a"]}, "kamino-i": {"order": ("a", "b")}}
 
@@ -105,3 +104,31 @@ def test_old_import_paths_still_work():
 
     assert check_count is validation.check_count and check_seed is validation.check_seed
     assert check_epsilon is validation.check_epsilon and check_positive_float is validation.check_positive_float
+
+
+def test_napsu_stores_its_options_as_passed_and_derives_in_fit():
+    """NAPSU-MQ keeps the objects passed (list-of-lists queries, the old inference name "mcmc", a
+    bare column name, int shifts, None sampler settings); fit derives what it uses (``*_``)."""
+    import numpy as np
+    import pandas as pd
+
+    queries, shift = [["x1", "x2"], ["x2", "y"]], {"x2": 1}
+    gen = dpsynth.NAPSUMQ(2.0, 1e-6, queries=queries, inference="mcmc", incomplete="x2", mnar_shift=shift,
+                          mcmc_chains=2, mcmc_warmup=10, mcmc_draws=5)
+    params = gen.get_params()
+    assert params["queries"] is queries and params["mnar_shift"] is shift
+    assert params["inference"] == "mcmc" and params["incomplete"] == "x2" and params["mcmc_thin"] is None
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({c: rng.integers(0, 2, 300) for c in ("x1", "x2", "y")}).astype(float)
+    df.loc[rng.random(300) < 0.2, "x2"] = np.nan
+    schema = dpsynth.Schema.from_dict({c: {"type": "categorical", "categories": [0, 1]} for c in ("x1", "x2", "y")})
+    with pytest.warns(dpsynth.PosteriorNotMixedWarning):
+        gen.fit(df, schema, seed=1)
+    assert gen.get_params() == params and gen.queries is queries
+    assert gen.queries_ == [("x1", "x2"), ("x2", "y")] and gen.inference_ == "hmc"
+    assert gen.incomplete_ == ["x2"] and gen.mnar_shift_ == {"x2": 1.0} and (gen.mcmc_chains_, gen.mcmc_thin_) == (2, 1)
+    assert gen.diagnostics_["inference"] == "hmc"
+    with pytest.raises(TypeError, match="mcmc_draws must be None or a whole number"):
+        dpsynth.NAPSUMQ(1.0, 1e-6, mcmc_draws=2.5)
+    with pytest.raises(ValueError, match="selection_share must be a fraction"):
+        dpsynth.NAPSUMQ(1.0, 1e-6, selection_share=1.0)

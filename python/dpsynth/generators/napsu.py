@@ -125,7 +125,7 @@ from ..graphical.icin import IcinModel
 from ..graphical.noise_aware import NoiseAwareLikelihood, count_groups, split_measurement, split_rho
 from ..graphical.posterior import PosteriorNotMixedWarning, elliptical_slice, laplace_approximation
 from ..privacy import cdp_rho
-from ..privacy.validation import check_positive_float
+from ..validation import check_int, check_positive_float, check_share
 from ..schema import MISSING
 from .base import Generator, check_count
 from .marginal_model import single_thread
@@ -221,28 +221,18 @@ class NAPSUMQ(PosteriorSampling, Generator):
                  mcmc_thin: int | None = None, rhat_target: float = 1.01, ess_target: float = 400.0,
                  on_not_mixed: str = "warn", max_restarts: int = 5, max_cells: int = 3000):
         super().__init__(epsilon, delta)
+        # checked here, stored as passed (get_params, sklearn.base.clone); _resolve_options derives in fit
         if isinstance(queries, str):
             if queries not in SELECTIONS:
                 raise ValueError(f"queries must be 'mst', 'aim' or a list of column tuples, got {queries!r}")
-        else:
-            queries = _as_query_list(queries, "queries")
-            if not queries:
-                raise ValueError("queries must list at least one column tuple, e.g. [('age', 'income')]")
-        self.queries = queries
-        if inference == "mcmc":  # the earlier name of the gradient sampler
-            inference = "hmc"
-        if inference not in INFERENCE:
+        elif not _as_query_list(queries, "queries"):
+            raise ValueError("queries must list at least one column tuple, e.g. [('age', 'income')]")
+        if inference not in INFERENCE and inference != "mcmc":  # "mcmc": the earlier name of "hmc"
             raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
-        self.inference = inference
-        self.prior_sd = check_positive_float(prior_sd, "prior_sd")
         if missing not in MISSING_MODES:
             raise ValueError(f"missing must be one of {MISSING_MODES}, got {missing!r}")
-        self.missing = missing
-        if incomplete is not None:
-            if missing not in ("auto", "level", "mar"):
-                raise ValueError("incomplete= is used only with missing='auto', 'mar' or 'level'")
-            incomplete = [str(c) for c in ([incomplete] if isinstance(incomplete, str) else incomplete)]
-        self.incomplete = incomplete
+        if incomplete is not None and missing not in ("auto", "level", "mar"):
+            raise ValueError("incomplete= is used only with missing='auto', 'mar' or 'level'")
         if mnar_shift is not None:
             if missing not in ("auto", "mar"):
                 raise ValueError("mnar_shift= is a sensitivity option of missing='mar' (or 'auto')")
@@ -250,44 +240,45 @@ class NAPSUMQ(PosteriorSampling, Generator):
                     isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
                     for v in mnar_shift.values()):
                 raise TypeError("mnar_shift must map column names to finite numbers, e.g. {'income': 0.5}")
-            mnar_shift = {str(k): float(v) for k, v in mnar_shift.items()}
-        self.mnar_shift = mnar_shift
         if forced_queries is not None:
             if queries not in SELECTIONS:
                 raise ValueError("forced_queries is used only with queries='mst' or 'aim'; list them in queries instead")
-            forced_queries = _as_query_list(forced_queries, "forced_queries")
-        self.forced_queries = forced_queries or []
-        if analyses is None:
-            analyses = []
-        elif isinstance(analyses, (str, tuple)):
-            analyses = [analyses]
-        self.analyses = list(analyses)
-        if isinstance(selection_share, bool) or not isinstance(selection_share, (int, float)) \
-                or not 0.0 < selection_share < 1.0:
-            raise ValueError(f"selection_share must be a number in (0, 1), got {selection_share!r}")
-        self.selection_share = float(selection_share)
-        self.analysis_weight = check_positive_float(analysis_weight, "analysis_weight")
-        self.size_ratio = check_positive_float(size_ratio, "size_ratio")
-        given = dict(mcmc_chains=mcmc_chains, mcmc_warmup=mcmc_warmup, mcmc_draws=mcmc_draws, mcmc_thin=mcmc_thin)
-        defaults = dict(zip(given, MCMC_DEFAULTS.get(inference, MCMC_DEFAULTS["hmc"])))
-        for k, v in given.items():
-            setattr(self, k, defaults[k] if v is None else check_count(v, k))
-        self.rhat_target = check_positive_float(rhat_target, "rhat_target")
-        self.ess_target = check_positive_float(ess_target, "ess_target")
+            _as_query_list(forced_queries, "forced_queries")
         if on_not_mixed not in ("warn", "raise"):
             raise ValueError(f"on_not_mixed must be 'warn' or 'raise', got {on_not_mixed!r}")
-        self.on_not_mixed = on_not_mixed
-        self.max_restarts = int(max_restarts)
-        self.max_cells = check_count(max_cells, "max_cells")
+        self._set_params(locals(), {
+            "prior_sd": check_positive_float, "analysis_weight": check_positive_float,
+            "size_ratio": check_positive_float, "rhat_target": check_positive_float,
+            "ess_target": check_positive_float, "selection_share": check_share,
+            "max_restarts": lambda v, name: check_int(v, name, minimum=0), "max_cells": check_count,
+            **{k: lambda v, name: check_int(v, name, minimum=1, allow_none=True)
+               for k in ("mcmc_chains", "mcmc_warmup", "mcmc_draws", "mcmc_thin")}})
+
+    def _resolve_options(self):
+        """The settings ``fit`` uses, derived from the options as passed: query lists as column
+        tuples, ``inference="mcmc"`` as ``"hmc"``, the sampler settings left at None from
+        :data:`MCMC_DEFAULTS` of that inference (attributes with a trailing underscore)."""
+        self.inference_ = "hmc" if self.inference == "mcmc" else self.inference
+        self.queries_ = self.queries if isinstance(self.queries, str) else _as_query_list(self.queries, "queries")
+        self.forced_queries_ = [] if self.forced_queries is None else _as_query_list(self.forced_queries,
+                                                                                      "forced_queries")
+        inc = self.incomplete
+        self.incomplete_ = None if inc is None else [str(c) for c in ([inc] if isinstance(inc, str) else inc)]
+        self.mnar_shift_ = None if self.mnar_shift is None else {str(k): float(v) for k, v in self.mnar_shift.items()}
+        self.analysis_list_ = [] if self.analyses is None else (
+            [self.analyses] if isinstance(self.analyses, (str, tuple)) else list(self.analyses))
+        defaults = MCMC_DEFAULTS.get(self.inference_, MCMC_DEFAULTS["hmc"])
+        for k, default in zip(("mcmc_chains", "mcmc_warmup", "mcmc_draws", "mcmc_thin"), defaults):
+            setattr(self, k + "_", default if getattr(self, k) is None else getattr(self, k))
 
     # ------------------------------------------------------------------ which marginals
     def _missing_mode(self) -> tuple[str, list[str] | None]:
         """(mode, incomplete columns) with ``"auto"`` resolved from public knowledge only: the
         ``incomplete=`` argument, else the schema's declared ``missing`` columns."""
-        incomplete = self.incomplete if self.incomplete is not None else (self.schema_.incomplete or None)
+        incomplete = self.incomplete_ if self.incomplete_ is not None else (self.schema_.incomplete or None)
         if self.missing != "auto":
             return self.missing, incomplete
-        if not incomplete and self.mnar_shift:
+        if not incomplete and self.mnar_shift_:
             raise ValueError("mnar_shift= shifts filled-in values, but no column is declared incomplete; "
                              "declare them in the schema ('missing': true) or pass incomplete=[...]")
         return ("mar", incomplete) if incomplete else ("available-case", None)
@@ -309,11 +300,11 @@ class NAPSUMQ(PosteriorSampling, Generator):
     def _plan(self, domain: Domain):
         """(fixed cliques, predictor pairs to choose among, parsed analyses) from the public schema
         and the analyses: nothing here reads the data."""
-        if not self.analyses:
+        if not self.analysis_list_:
             return [], [], []
         from ..analyses import congenial_queries, parse_analyses
 
-        parsed = parse_analyses(self.analyses, list(domain.attrs))
+        parsed = parse_analyses(self.analysis_list_, list(domain.attrs))
         plan = congenial_queries(parsed, {a: domain.size(a) for a in domain.attrs})
         pos = {a: i for i, a in enumerate(domain.attrs)}
         fixed = [tuple(sorted(c, key=pos.get)) for c in plan.fixed]
@@ -322,22 +313,22 @@ class NAPSUMQ(PosteriorSampling, Generator):
 
     def _check_queries(self, domain: Domain, fixed, among):
         names = set(domain.attrs)
-        for q in ([] if self.queries in SELECTIONS else self.queries) + self.forced_queries:
+        for q in ([] if self.queries_ in SELECTIONS else self.queries_) + self.forced_queries_:
             unknown = [c for c in q if c not in names]
             if unknown:
                 raise ValueError(f"query {q} names columns {unknown} that are not in the schema")
-        if self.queries not in SELECTIONS:
-            covered = set().union(*map(set, self.queries), *map(set, fixed))
+        if self.queries_ not in SELECTIONS:
+            covered = set().union(*map(set, self.queries_), *map(set, fixed))
             left = [c for c in domain.attrs if c not in covered]
             if left:
                 raise ValueError(f"columns {left} are in no query; add a query for each (e.g. ('{left[0]}',)) or "
                                  "drop them from the data and the schema")
-            cells = sum(domain.project(q).size() for q in maximal_cliques([*self.queries, *fixed]))
+            cells = sum(domain.project(q).size() for q in maximal_cliques([*self.queries_, *fixed]))
         else:
             sizes = sorted((domain.size(a) * domain.size(b) for i, a in enumerate(domain.attrs)
                             for b in domain.attrs[i + 1:]), reverse=True)
             cells = sum(domain.shape) + sum(sizes[:max(len(domain) - 1, 0)]) + \
-                sum(domain.project(q).size() for q in maximal_cliques([*self.forced_queries, *fixed]))
+                sum(domain.project(q).size() for q in maximal_cliques([*self.forced_queries_, *fixed]))
         if cells > self.max_cells:
             raise ValueError(f"these queries release up to {cells} cells, above max_cells={self.max_cells}. Coarsen "
                              "the schema (fewer bins or categories), use fewer columns, or raise max_cells")
@@ -345,6 +336,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
     # ------------------------------------------------------------------ fitting
     def _fit(self, rows, data, source):
         t_start = time.perf_counter()
+        self._resolve_options()
         domain, level_cols = self._domain()
         fixed, among, parsed = self._plan(domain)
         self._check_queries(domain, fixed, among)
@@ -374,13 +366,13 @@ class NAPSUMQ(PosteriorSampling, Generator):
         step = "NAPSU-MQ: marginals"
         if self.level_columns_:  # the ledger says which tables carry the response indicators R_j
             step += f" (missing as a level of {', '.join(self.level_columns_)}: tables over them measure R_j)"
-        if self.queries == "aim":
+        if self.queries_ == "aim":
             return self._measure_aim(rows, domain, source, fixed, rho, step)
-        if self.queries != "mst":
-            tables = maximal_cliques([*self.queries, *fixed])
+        if self.queries_ != "mst":
+            tables = maximal_cliques([*self.queries_, *fixed])
             self.rho_split_ = split_rho(rho, self.selection_share, False)
             return self._measure_tables(rows, domain, tables, fixed, source, step)
-        forced = maximal_cliques([*self.forced_queries, *fixed])
+        forced = maximal_cliques([*self.forced_queries_, *fixed])
         covered = set().union(*map(set, forced)) if forced else set()
         needs = len(domain) > 1 and (bool(among) or len(covered) < len(domain) or not forced)
         split = split_rho(rho, self.selection_share, needs)
@@ -427,14 +419,14 @@ class NAPSUMQ(PosteriorSampling, Generator):
         res = aim_measure(rows, domain, split.one_way + split.selection, self.ledger, source,
                           partial=self.missing_mode_ == "available-case", max_model_cells=self.max_cells,
                           step="NAPSU-MQ AIM selection")
-        tables = maximal_cliques([*self.forced_queries, *fixed, *res.selected, *[(a,) for a in domain.attrs]])
+        tables = maximal_cliques([*self.forced_queries_, *fixed, *res.selected, *[(a,) for a in domain.attrs]])
         return self._measure_tables(rows, domain, tables, fixed, source, step)
 
     def _fit_posterior(self, measurements, source):
         tables = [m.attrs for m in measurements]
         cliques = [m.attrs for m in measurements if not any(set(m.attrs) < set(o) for o in tables)]
         if self.missing_mode_ == "mar" and self.level_columns_:
-            model = IcinModel(self.domain_, cliques, tables, incomplete=self.level_columns_, shift=self.mnar_shift)
+            model = IcinModel(self.domain_, cliques, tables, incomplete=self.level_columns_, shift=self.mnar_shift_)
         else:
             model = MaxEntModel(self.domain_, cliques, tables)
         groups = count_groups(measurements) if self.missing_mode_ == "available-case" else [0] * len(tables)
@@ -446,9 +438,9 @@ class NAPSUMQ(PosteriorSampling, Generator):
         self.model_, self.likelihood_, self.measurements_ = model, lik, measurements
         self.diagnostics_ = {"D": model.D, "P": model.P, "tables": len(tables), "cliques": len(model.cliques),
                              "junction_tree_cells": model.jt.size(), "likelihood_form": lik.form,
-                             "inference": self.inference, "rho_split": self.rho_split_.as_dict()}
+                             "inference": self.inference_, "rho_split": self.rho_split_.as_dict()}
         self.draws_, self.laplace_, self.weights_ = None, None, None
-        if self.inference in ("laplace", "slice"):
+        if self.inference_ in ("laplace", "slice"):
             precondition = torch.linalg.inv(torch.linalg.cholesky(fisher)).T  # Sᵀ F S = I
             la = laplace_approximation(lik.log_posterior, x0, max_restarts=self.max_restarts, rng=rng,
                                        precondition=precondition)
@@ -456,11 +448,11 @@ class NAPSUMQ(PosteriorSampling, Generator):
             self.diagnostics_.update({"laplace_restarts": la.restarts, "laplace_seconds": la.seconds})
         else:
             mode = x0
-        if self.inference == "slice":
-            res = elliptical_slice(lik.log_posterior, la.mode, la.chol_cov, chains=self.mcmc_chains,
-                                   warmup=self.mcmc_warmup, draws=self.mcmc_draws, thin=self.mcmc_thin, rng=rng)
+        if self.inference_ == "slice":
+            res = elliptical_slice(lik.log_posterior, la.mode, la.chol_cov, chains=self.mcmc_chains_,
+                                   warmup=self.mcmc_warmup_, draws=self.mcmc_draws_, thin=self.mcmc_thin_, rng=rng)
             self._keep_draws(res)
-        elif self.inference in ("hmc", "hmc-da"):
+        elif self.inference_ in ("hmc", "hmc-da"):
             self._run_hmc(lik, x0, torch.linalg.inv(fisher), rng)
         at = mode if self.draws_ is None else self.draws_.reshape(-1, lik.dim)
         self.n_ = float(lik.counts(at).detach().reshape(-1, lik.G).median(dim=0).values.max())
@@ -483,8 +475,9 @@ class NAPSUMQ(PosteriorSampling, Generator):
         res.queries = [tuple(q) for q in self.model_.tables]
         res.analyses = list(getattr(self, "analyses_", []))
         if self.missing_mode_ == "mar":
-            res.missing_assumption = MAR_ASSUMPTION if not self.mnar_shift else \
-                f"MNAR sensitivity analysis: filled-in values shifted by δ = {self.mnar_shift} (log-odds per level)"
+            shift = getattr(self, "mnar_shift_", self.mnar_shift)  # files saved before it: mnar_shift converted
+            res.missing_assumption = MAR_ASSUMPTION if not shift else \
+                f"MNAR sensitivity analysis: filled-in values shifted by δ = {shift} (log-odds per level)"
             res.missing_share = dict(self.missing_share_)
         return res
 

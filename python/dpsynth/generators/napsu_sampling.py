@@ -55,13 +55,13 @@ class PosteriorSampling:
         miss their targets. ``"hmc"``: the chains
         target the frozen-V surrogate and the draws are reweighted to the exact posterior by
         Pareto-smoothed importance sampling; ``"hmc-da"``: delayed acceptance, exact but sticky."""
-        delayed = self.inference == "hmc-da"
+        delayed = self.inference_ == "hmc-da"
         cov0 = 0.5 * (cov0 + cov0.T)
         chol0 = torch.linalg.cholesky(cov0)
-        init = x0 + INIT_SCALE * torch.as_tensor(rng.standard_normal((self.mcmc_chains, lik.dim)), dtype=DTYPE) @ chol0.T
-        res = hmc(lik.log_posterior, init, cov=cov0, warmup=self.mcmc_warmup, draws=self.mcmc_draws * self.mcmc_thin,
+        init = x0 + INIT_SCALE * torch.as_tensor(rng.standard_normal((self.mcmc_chains_, lik.dim)), dtype=DTYPE) @ chol0.T
+        res = hmc(lik.log_posterior, init, cov=cov0, warmup=self.mcmc_warmup_, draws=self.mcmc_draws_ * self.mcmc_thin_,
                   rng=rng, surrogate=lik.surrogate, delayed_acceptance=delayed)
-        draws, seconds, n_grad = res.draws[:, self.mcmc_thin - 1::self.mcmc_thin], res.seconds, res.gradient_evaluations
+        draws, seconds, n_grad = res.draws[:, self.mcmc_thin_ - 1::self.mcmc_thin_], res.seconds, res.gradient_evaluations
         guide = res.target if not delayed else lik.surrogate(draws.reshape(-1, lik.dim).mean(0))
 
         def diagnose(draws):
@@ -76,9 +76,9 @@ class PosteriorSampling:
         extended = 0
         while not self._mixed(cells) and extended < MAX_EXTENSIONS:
             more = hmc(lik.log_posterior, draws[:, -1], cov=res.metric, warmup=0,
-                       draws=self.mcmc_draws * self.mcmc_thin, rng=rng, step_size=res.step_size,
+                       draws=self.mcmc_draws_ * self.mcmc_thin_, rng=rng, step_size=res.step_size,
                        surrogate=lambda _c, _d=None: guide, delayed_acceptance=delayed)
-            draws = torch.cat([draws, more.draws[:, self.mcmc_thin - 1::self.mcmc_thin]], dim=1)
+            draws = torch.cat([draws, more.draws[:, self.mcmc_thin_ - 1::self.mcmc_thin_]], dim=1)
             seconds, n_grad, extended = seconds + more.seconds, n_grad + more.gradient_evaluations, extended + 1
             cells = diagnose(draws)
         if not delayed and cells and "weights" not in cells:  # the chains target the surrogate: reweight
