@@ -176,7 +176,7 @@ def headline(args):
     stage_u = gen.diagnostics_["stage_u"]  # û of the state released at each stage of each release
     return {"seconds_fit_plus_10_datasets": secs, "mean_pmse_released": ours, "mean_pmse_true_model": ref,
             "ratio": ours / ref, "ledger_total_epsilon": res.ledger.total_epsilon(),
-            "sampler": gen.sampler_settings_["sampler"], "n_candidates": gen.n_candidates,
+            "sampler": gen.sampler_settings_["sampler"], "n_candidates": gen.n_candidates_,
             "stage_u_mean": stage_u.mean(axis=0).round(5).tolist(),
             "released": gen.parameters().drop(columns=["x1: sd", "x2: sd"]).round(3).to_dict("list")}
 

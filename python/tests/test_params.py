@@ -11,7 +11,7 @@ from dpsynth.generators import generator_class, make_generator
 # Generators whose constructors this test covers. Not here: the missing-data wrappers "complete-rows",
 # "impute-random", "impute-dp-mean" (dpsynth/missing/strategies.py).
 OWNED = ["independent", "privbayes", "privbayes-e", "dp-misgan", "mst", "aim", "aim-e", "dpautogan", "dpctgan",
-         "kamino", "kamino-i", "napsu-mq"]
+         "kamino", "kamino-i", "napsu-mq", "pmse"]
 EXPLICIT = {"privbayes": {"k": 2}, "privbayes-e": {"k": 2}, "aim": {"rounds": 7}, "aim-e": {"rounds": 7},
             "kamino": {"order": ["b", "a"]}, "kamino-i": {"order": ("a", "b")}}
 
@@ -132,3 +132,22 @@ def test_napsu_stores_its_options_as_passed_and_derives_in_fit():
         dpsynth.NAPSUMQ(1.0, 1e-6, mcmc_draws=2.5)
     with pytest.raises(ValueError, match="selection_share must be a fraction"):
         dpsynth.NAPSUMQ(1.0, 1e-6, selection_share=1.0)
+
+
+def test_pmse_stores_its_options_as_passed_and_derives_in_fit():
+    """PMSEMechanism keeps ``cart``, ``order`` and the None sampler settings as passed; fit fills
+    in the defaults (``n_candidates_``, ``n_stages_``, ``cart_``)."""
+    import numpy as np
+
+    from dpsynth.generators.pmse.paper import UNBOUNDED, paper_data
+
+    cart, order = {"maxdepth": 3}, ("x2", "x1")
+    gen = dpsynth.PMSEMechanism(1.0, tree="paper", cart=cart, order=order, n_releases=1, n_candidates=20)
+    assert gen.cart is cart and gen.order is order and gen.n_stages is None
+    gen.fit(paper_data(60, np.random.default_rng(0)), UNBOUNDED, seed=1)
+    assert gen.get_params()["cart"] is cart and (gen.n_candidates_, gen.n_stages_) == (20, 4)
+    assert gen.cart_ == {"maxdepth": 3, "cp": 0.01, "minsplit": 2, "minbucket": 1}
+    with pytest.raises(ValueError, match="cart must be None or a dict with keys among"):
+        dpsynth.PMSEMechanism(1.0, cart={"depth": 3})
+    with pytest.raises(TypeError, match="keep_diagnostics must be True or False"):
+        dpsynth.PMSEMechanism(1.0, keep_diagnostics=1)

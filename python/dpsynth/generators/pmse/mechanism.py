@@ -37,14 +37,13 @@ clipped to the schema's bounds where the schema has them and rounded for integer
 """
 from __future__ import annotations
 
-import math
 import numbers
 import warnings
 
 import numpy as np
 import pandas as pd
 
-from ...privacy.validation import check_positive_int
+from ...validation import check_bool, check_count, check_int, check_positive_float
 from ...progress import progress
 from ..base import Generator
 from .exact import candidate_box, draw_candidates, exact_releases, stage_plan
@@ -56,6 +55,7 @@ TREES = ("stump", "paper")
 FEATURES = ("pairs", "columns")
 MODELS = ("sequential-linear",)
 SAMPLERS = ("exact", "metropolis-approximate")
+CART_DEFAULTS = {"maxdepth": 5, "cp": 0.01, "minsplit": 2, "minbucket": 1}  # tree="paper": rpart's, maxdepth 5
 
 
 class PMSEMechanism(Generator):
@@ -120,26 +120,25 @@ class PMSEMechanism(Generator):
                              "use n_candidates / n_stages for the exact sampler")
         if sampler != "exact" and grid:
             raise ValueError(f"{sorted(grid)} set the exact sampler: drop them or use sampler='exact'")
-        self.model, self.tree, self.features, self.prior_on = model, tree, features, prior_on
-        self.sampler = sampler
-        self.n_candidates = check_positive_int(2000 if n_candidates is None else n_candidates, "n_candidates")
-        self.n_stages = check_positive_int(4 if n_stages is None else n_stages, "n_stages")
-        self.n_releases = check_positive_int(n_releases, "n_releases")
-        self.n_synth = check_positive_int(n_synth, "n_synth")
-        self.n_search = None if n_search is None else _count(n_search, "n_search")
-        self.n_adapt = None if n_adapt is None else _count(n_adapt, "n_adapt")
-        self.n_sample = None if n_sample is None else check_positive_int(n_sample, "n_sample")
-        for name, v in (("prior_var", prior_var), ("logit_prior_sd", logit_prior_sd)):
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
-                raise ValueError(f"{name} must be a positive number, got {v!r}")
-        self.prior_var, self.logit_prior_sd = float(prior_var), float(logit_prior_sd)
+        if cart is not None and (not isinstance(cart, dict) or not set(cart) <= set(CART_DEFAULTS)):
+            raise ValueError(f"cart must be None or a dict with keys among {sorted(CART_DEFAULTS)}, got {cart!r}")
         if delta_u is not None and delta_u != "paper":
             if isinstance(delta_u, bool) or not isinstance(delta_u, numbers.Real) or not delta_u > 0:
                 raise ValueError(f"delta_u must be None, 'paper' or a positive number, got {delta_u!r}")
-        self.delta_u = delta_u
-        self.cart = {"maxdepth": 5, "cp": 0.01, "minsplit": 2, "minbucket": 1, **(cart or {})}
-        self.order = None if order is None else [str(c) for c in order]
-        self.keep_diagnostics = bool(keep_diagnostics)
+        # stored as passed (get_params, sklearn.base.clone); the defaults left at None are filled in fit
+        self._set_params(locals(), {
+            "n_releases": check_count, "n_synth": check_count,
+            "n_candidates": _optional(1), "n_stages": _optional(1), "n_search": _optional(0),
+            "n_adapt": _optional(0), "n_sample": _optional(1),
+            "prior_var": check_positive_float, "logit_prior_sd": check_positive_float,
+            "keep_diagnostics": check_bool})
+
+    def _resolve_options(self):
+        """The settings ``fit`` uses: the exact sampler's defaults for None (2000 candidates, 4
+        stages) and the "paper" tree's options over :data:`CART_DEFAULTS`."""
+        self.n_candidates_ = 2000 if self.n_candidates is None else self.n_candidates
+        self.n_stages_ = 4 if self.n_stages is None else self.n_stages
+        self.cart_ = {**CART_DEFAULTS, **(self.cart or {})}
 
     # ------------------------------------------------------------------ fitting
     def sensitivity(self, n: int) -> float:
@@ -156,9 +155,10 @@ class PMSEMechanism(Generator):
     def _layout(self, data: pd.DataFrame) -> list[ModelColumn]:
         names = list(self.schema_.names)
         if self.order is not None:
-            if sorted(self.order) != sorted(names):
-                raise ValueError(f"order must list each schema column once; got {self.order}, schema has {names}")
-            names = self.order
+            order = [str(c) for c in self.order]
+            if sorted(order) != sorted(names):
+                raise ValueError(f"order must list each schema column once; got {order}, schema has {names}")
+            names = order
         cols = []
         for name in names:
             c = self.schema_[name]
@@ -171,6 +171,7 @@ class PMSEMechanism(Generator):
         return cols
 
     def _fit(self, codes, data, source):
+        self._resolve_options()
         layout = self._layout(data)
         if data[[c.name for c in layout]].isna().to_numpy().any():
             raise ValueError("the pMSE mechanism needs complete rows: drop or impute the missing values first "
@@ -187,7 +188,7 @@ class PMSEMechanism(Generator):
 
         rng = source.numpy  # public randomness: candidates or starts first (they do not depend on n), then CRN
         prior = Prior(model, self.prior_var, self.logit_prior_sd, self.prior_on)
-        starts = (draw_candidates(prior, rng, self.n_candidates) if self.sampler == "exact"
+        starts = (draw_candidates(prior, rng, self.n_candidates_) if self.sampler == "exact"
                   else prior.sample(rng, self.n_releases))
         z = rng.standard_normal((self.n_synth, n, len(num_names)))
         u = rng.random((self.n_synth, n, len(cat_names)))
@@ -195,7 +196,7 @@ class PMSEMechanism(Generator):
         orders = {0: np.argsort(z[:, :, 0], axis=1)} if layout[0].kind == "numeric" else None
 
         stump = StumpPMSE(model, real_num, real_cat, self.features)
-        quality = stump if self.tree == "stump" else CartPMSE(model, real_num, real_cat, **self.cart)
+        quality = stump if self.tree == "stump" else CartPMSE(model, real_num, real_cat, **self.cart_)
         du = self.sensitivity(n)
 
         def u_hat(states):
@@ -226,20 +227,20 @@ class PMSEMechanism(Generator):
                     if self.delta_u is None else f"best two-leaf partition; Δu = {du:.3g} as given")
         else:
             what = ("HEURISTIC: greedy rpart-like CART (maxdepth {maxdepth}, cp {cp}) can exceed the paper's "
-                    "Δu = 1/n (paper's Table 1)".format(**self.cart))
+                    "Δu = 1/n (paper's Table 1)".format(**self.cart_))
         return f"u = mean pMSE over {self.n_synth} synthetic set(s), {what}"
 
     def _release_exact(self, u_hat, prior, starts, rng, source, du):
         """sampler="exact": exponential mechanisms over finite public candidates (:mod:`.exact`)."""
-        shares, spreads = stage_plan(self.n_stages)
-        self.sampler_settings_ = {"sampler": "exact", "n_candidates": self.n_candidates,
-                                  "n_stages": self.n_stages, "stage_shares": shares.tolist(),
+        shares, spreads = stage_plan(self.n_stages_)
+        self.sampler_settings_ = {"sampler": "exact", "n_candidates": self.n_candidates_,
+                                  "n_stages": self.n_stages_, "stage_shares": shares.tolist(),
                                   "stage_spreads": [None] + spreads[1:].tolist(),
                                   "box": [x.tolist() for x in candidate_box(prior)]}
         note = (f"{self._quality_note(du)}; exact: exponential mechanism over finite public candidates (McSherry & "
                 "Talwar 2007), base measure = the public candidate distribution")
         out = exact_releases(u_hat, prior, starts, rng, source, self.ledger, epsilon_r=self.epsilon / self.n_releases,
-                             sensitivity=du, n_releases=self.n_releases, n_stages=self.n_stages,
+                             sensitivity=du, n_releases=self.n_releases, n_stages=self.n_stages_,
                              relation=self.relation, note=note, progress=progress)
         self.candidates_, self.release_index_ = prior.theta(starts), out["index"]
         if self.keep_diagnostics:
@@ -310,10 +311,9 @@ class PMSEMechanism(Generator):
         return pd.DataFrame(data)[self.schema_.names]
 
 
-def _count(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    return int(value)
+def _optional(minimum: int):
+    """The check of a count that may be left at None (its default is filled in ``fit``)."""
+    return lambda value, name: check_int(value, name, minimum=minimum, allow_none=True)
 
 
 __all__ = ["PMSEMechanism", "TREES", "FEATURES", "MODELS", "SAMPLERS"]
