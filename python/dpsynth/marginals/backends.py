@@ -26,13 +26,18 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pandas as pd
 
-from ..schema import MISSING, Schema, unknown_categories_message
-from . import EncodedRows, Rows, _spec
+# the schema's submodules, not the package: schema/table.py imports this module (Schema.validate)
+from ..schema.checks import unknown_categories_message
+from ..schema.column import MISSING
+from .rows import EncodedRows, Rows, table_spec
+
+if TYPE_CHECKING:
+    from ..schema import Schema
 
 NA_STRINGS = ("", "NA", "?")
 MAX_DISTINCT = 1_000_000            # distinct encoded rows brought into Python; beyond, counting stays in SQL
@@ -281,7 +286,7 @@ class SQLRows(Rows):
         self.n = int(n)
 
     def tables(self, tables, missing_cell=False):
-        specs = [_spec(t) for t in tables]
+        specs = [table_spec(t) for t in tables]
         batch = self.source.grouping_batch
         for start in range(0, len(specs), batch):
             chunk = specs[start:start + batch]
