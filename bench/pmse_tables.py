@@ -19,18 +19,18 @@ variances (``--scale var``, default) or standard deviations (``--scale sd``).
 - Headline: ε = 1, 10 releases, fit + 10 datasets timed; ratio of mean pMSE to true-model data.
 
 Timings are wall-clock on a shared 2-core machine (other jobs running): read them as upper bounds.
-Runtime: about 20–40 minutes with the defaults. Prints one JSON object on its last line.
+Runtime: about 20–40 minutes with the defaults (``--quick``: under a minute). Progress goes to stderr,
+the tables to stdout, and one JSON object to the last line of stdout.
 
     .venv/bin/python bench/pmse_tables.py [--reps 2] [--paper-reps 1] [--table1-sims 300] [--quick]
 """
 from __future__ import annotations
 
-import argparse
-import json
 import time
 
 import numpy as np
 import pandas as pd
+from _common import CONTENTION, emit, log, parser
 
 import dpsynth
 from dpsynth.generators.comparators import (NoisyBayesSynth, SmoothHistogram, functional_mechanism_regression,
@@ -52,27 +52,36 @@ def coefs(frames) -> np.ndarray:
     return np.mean([np.polyfit(f["x1"], f["x2"], 1)[::-1] for f in frames], axis=0)
 
 
-def run_release(method: str, df, eps, seed, scale, args):
+def errors(b, beta) -> dict:
+    """§6's |β̂ − β̂_priv| for the intercept and the slope."""
+    return {"abs_err_intercept": abs(b[0] - beta[0]), "abs_err_slope": abs(b[1] - beta[1])}
+
+
+def n_datasets(method: str) -> int:
+    """Datasets per release: 10, as the paper; 1 for the histogram."""
+    return 1 if method == "smooth-hist" else 10
+
+
+def generator(method: str, eps: float, args, bound: float = 4.0):
+    """(the generator of ``method`` at ε, the schema it is fitted with: bounds at ±``bound`` sd for the
+    bounded comparators)."""
+    chain = dict(sampler="metropolis-approximate")
+    if method.startswith("pmse"):
+        options = {"pmse-stump": {}, "pmse-stump-mcmc": chain,
+                   "pmse-paper": dict(tree="paper", n_adapt=args.paper_adapt, n_sample=args.paper_sample, **chain)}
+        return PMSEMechanism(eps, **options[method]), UNBOUNDED
+    cls = {"noisy-bayes": NoisyBayesSynth, "smooth-hist": SmoothHistogram}[method]
+    return cls(eps), bounded_schema(bound, args.scale)
+
+
+def run_release(method: str, df, eps, seed, args):
     """(datasets, seconds, ledger total ε) of one release of a method."""
     t0 = time.perf_counter()
-    if method == "pmse-stump":
-        gen = PMSEMechanism(eps).fit(df, UNBOUNDED, seed=seed)
-    elif method == "pmse-stump-mcmc":
-        gen = PMSEMechanism(eps, sampler="metropolis-approximate").fit(df, UNBOUNDED, seed=seed)
-    elif method == "pmse-paper":
-        gen = PMSEMechanism(eps, tree="paper", sampler="metropolis-approximate", n_adapt=args.paper_adapt,
-                            n_sample=args.paper_sample)
-        gen = gen.fit(df, UNBOUNDED, seed=seed)
-    elif method == "noisy-bayes":
-        gen = NoisyBayesSynth(eps).fit(df, bounded_schema(4, scale), seed=seed)
-    elif method == "smooth-hist":
-        gen = SmoothHistogram(eps).fit(df, bounded_schema(4, scale), seed=seed)
-    elif method == "non-dp":
+    if method == "non-dp":
         frames = posterior_predictive_synth(df, ["x1", "x2"], m=10, rng=np.random.default_rng(seed))
         return frames, time.perf_counter() - t0, float("nan")
-    else:
-        raise ValueError(method)
-    res = gen.sample(m=1 if method == "smooth-hist" else 10, seed=seed + 1)
+    gen, schema = generator(method, eps, args)
+    res = gen.fit(df, schema, seed=seed).sample(m=n_datasets(method), seed=seed + 1)
     return res.datasets, time.perf_counter() - t0, res.ledger.total_epsilon()
 
 
@@ -88,32 +97,29 @@ def table2_and_regression(args):
             for method in methods:
                 if method in ("pmse-paper", "pmse-stump-mcmc") and rep >= args.paper_reps:
                     continue
-                frames, secs, led = run_release(method, df, eps, 7 + rep, args.scale, args)
+                frames, secs, led = run_release(method, df, eps, 7 + rep, args)
                 timings[method].append(secs)
                 vals = [eval_pmse(df, f) for f in frames]
                 rows.append({"epsilon": eps, "rep": rep, "method": method, "pmse": float(np.mean(vals)),
                              "seconds": secs, "ledger_eps": led})
                 if eps in REG_EPSILONS:
-                    b = coefs(frames)
-                    reg_rows.append({"epsilon": eps, "rep": rep, "method": method, "bound": 4.0 if method in
-                                     ("noisy-bayes", "smooth-hist") else np.nan,
-                                     "abs_err_intercept": abs(b[0] - beta[0]), "abs_err_slope": abs(b[1] - beta[1])})
-                print(f"  ε={eps:<5} rep={rep} {method:12s} pMSE={np.mean(vals):.5f}  ({secs:.1f} s)", flush=True)
+                    bound = 4.0 if method in ("noisy-bayes", "smooth-hist") else np.nan
+                    reg_rows.append({"epsilon": eps, "rep": rep, "method": method, "bound": bound,
+                                     **errors(coefs(frames), beta)})
+                log(f"  ε={eps:<5} rep={rep} {method:12s} pMSE={np.mean(vals):.5f}  ({secs:.1f} s)")
             if eps in REG_EPSILONS:  # bounds sweep for the bounded methods and the functional mechanism
                 for k in (2.0, 10.0):
-                    for method, cls in (("noisy-bayes", NoisyBayesSynth), ("smooth-hist", SmoothHistogram)):
-                        gen = cls(eps).fit(df, bounded_schema(k, args.scale), seed=11 + rep)
-                        b = coefs(gen.sample(m=1 if method == "smooth-hist" else 10, seed=12).datasets)
-                        reg_rows.append({"epsilon": eps, "rep": rep, "method": method, "bound": k,
-                                         "abs_err_intercept": abs(b[0] - beta[0]),
-                                         "abs_err_slope": abs(b[1] - beta[1])})
+                    for method in ("noisy-bayes", "smooth-hist"):
+                        gen, schema = generator(method, eps, args, bound=k)
+                        b = coefs(gen.fit(df, schema, seed=11 + rep).sample(m=n_datasets(method), seed=12).datasets)
+                        reg_rows.append({"epsilon": eps, "rep": rep, "method": method, "bound": k, **errors(b, beta)})
                 for k in (2.0, 4.0, 10.0):
                     sch = bounded_schema(k, args.scale)
                     b, _ = functional_mechanism_regression(
                         df["x1"], df["x2"], epsilon=eps, x_bounds=[(sch["x1"].lower, sch["x1"].upper)],
                         y_bounds=(sch["x2"].lower, sch["x2"].upper), seed=13 + rep)
                     reg_rows.append({"epsilon": eps, "rep": rep, "method": "functional-mech", "bound": k,
-                                     "abs_err_intercept": abs(b[0] - beta[0]), "abs_err_slope": abs(b[1] - beta[1])})
+                                     **errors(b, beta)})
     return pd.DataFrame(rows), pd.DataFrame(reg_rows), timings
 
 
@@ -122,9 +128,7 @@ def table1(args):
     """Greedy-CART sensitivity violations (rpart-like tree) and the stump family's worst n·|Δu|."""
     configs = [(d, cp) for cp in (0.01, 0.001) for d in (1, 2, 5, 30)]
     n = args.n
-    viol = {c: 0 for c in configs}
-    viol_half = {c: 0 for c in configs}
-    worst = {c: 0.0 for c in configs}
+    diffs = {c: [] for c in configs}  # |Δ pMSE| of each simulation
     stump_worst = 0.0
     model = SequentialModel([ModelColumn("x1", "numeric"), ModelColumn("x2", "numeric")])
     rng = np.random.default_rng(2024)
@@ -142,23 +146,17 @@ def table1(args):
                 Z = np.r_[real, Xs]
                 p = RpartLikeTree(cp=cp, minsplit=2, minbucket=1, maxdepth=depth, random_state=0).fit(Z, t)
                 vals.append(np.mean((p.predict_proba1(Z) - 0.5) ** 2))
-            diff = abs(vals[0] - vals[1])
-            viol[(depth, cp)] += diff > 1.0 / n
-            viol_half[(depth, cp)] += diff > 0.5 / n
-            worst[(depth, cp)] = max(worst[(depth, cp)], n * diff)
-        syn = Xs.T[None, None]
-        u0 = StumpPMSE(model, X, np.zeros((n, 0), int))(syn, np.zeros((1, 1, 0, n), int))[0, 0]
-        u1 = StumpPMSE(model, Xp, np.zeros((n, 0), int))(syn, np.zeros((1, 1, 0, n), int))[0, 0]
+            diffs[(depth, cp)].append(abs(vals[0] - vals[1]))
+        syn, no_cat = Xs.T[None, None], np.zeros((n, 0), int)
+        u0, u1 = (StumpPMSE(model, real, no_cat)(syn, np.zeros((1, 1, 0, n), int))[0, 0] for real in (X, Xp))
         stump_worst = max(stump_worst, n * abs(u0 - u1))
         if (sim + 1) % 50 == 0:
-            print(f"  Table 1: {sim + 1}/{args.table1_sims} simulations", flush=True)
-    out = []
-    for c in configs:
-        out.append({"depth": "unlimited" if c[0] == 30 else c[0], "cp": c[1],
-                    "pct_violating_1_over_n": 100.0 * viol[c] / args.table1_sims,
-                    "paper_pct": PAPER_TABLE1[c],
-                    "pct_violating_1_over_2n": 100.0 * viol_half[c] / args.table1_sims,
-                    "max_n_abs_diff": worst[c]})
+            log(f"  Table 1: {sim + 1}/{args.table1_sims} simulations")
+    out = [{"depth": "unlimited" if c[0] == 30 else c[0], "cp": c[1],
+            "pct_violating_1_over_n": 100.0 * sum(d > 1.0 / n for d in diffs[c]) / args.table1_sims,
+            "paper_pct": PAPER_TABLE1[c],
+            "pct_violating_1_over_2n": 100.0 * sum(d > 0.5 / n for d in diffs[c]) / args.table1_sims,
+            "max_n_abs_diff": max([0.0] + [n * d for d in diffs[c]])} for c in configs]
     return pd.DataFrame(out), stump_worst
 
 
@@ -182,7 +180,7 @@ def headline(args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--n", type=int, default=5000)
     ap.add_argument("--reps", type=int, default=2, help="replicates per ε (paper: 2500)")
     ap.add_argument("--paper-reps", type=int, default=1, help="replicates for the chains (greedy CART, stump)")
@@ -197,12 +195,12 @@ def main(argv=None):
         args.n, args.reps, args.paper_reps, args.table1_sims, args.epsilons = 1000, 1, 1, 20, (1.0,)
         args.paper_adapt, args.paper_sample = 10, 5
     t_all = time.perf_counter()
-    print("Headline (ε = 1):", flush=True)
+    log("Headline (ε = 1):")
     head = headline(args)
-    print(json.dumps({k: v for k, v in head.items() if k != "released"}, indent=1), flush=True)
-    print("Table 2 and §6:", flush=True)
+    log({k: v for k, v in head.items() if k != "released"})
+    log("Table 2 and §6:")
     t2, reg, timings = table2_and_regression(args)
-    print("Table 1:", flush=True)
+    log("Table 1:")
     t1, stump_worst = table1(args)
 
     agg = t2.groupby(["epsilon", "method"])["pmse"].agg(["mean", "var", "count"]).reset_index()
@@ -227,9 +225,9 @@ def main(argv=None):
         "seconds_per_release": {m: float(np.mean(v)) if v else None for m, v in timings.items()},
         "ledger_max_total_eps_over_eps": float(np.nanmax((t2["ledger_eps"] / t2["epsilon"]).replace(np.inf, np.nan))),
         "total_seconds": time.perf_counter() - t_all,
-        "note": "timings on a shared 2-core machine under contention",
+        "note": CONTENTION,
     }
-    print(json.dumps(out, default=float))
+    emit(out, default=float)
 
 
 if __name__ == "__main__":
