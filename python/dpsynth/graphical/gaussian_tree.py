@@ -16,16 +16,20 @@ table cells — is the marginal likelihood of a Gaussian graphical model on the 
 covariance over all P released cells (or the D canonical statistics) is ever formed.
 
 **Messages** (information form, leaves first). Clique C gathers λ_C(N_C) = exp(−½ N_CᵀJN_C +
-hᵀN_C + c) from its own tables (J += T_tᵀT_t/σ_t², h += T_tᵀŷ_t/σ_t²) and its children's
-messages lifted from their separators. With Q_C = L Lᵀ, L = √n (I − G) diag(√p_C) (G[c, c'] =
-p(c | s) when c, c' share separator cell s; a matrix-free operator), K = I + LᵀJL (n_C × n_C,
-positive definite) and N_C = A N_S + L z, z ~ N(0, I), integrating z out leaves
+hᵀN_C + c) from its own tables and its children's messages on their separators. Both are
+functions of a few *aggregates* of C's cells: J = FᵀΩF and h = Fᵀη, where the m rows of F sum
+cells into table cells (Ω = I/σ_t², η = ŷ_t/σ_t²) or separator cells (Ω, η the child's message);
+a table or separator that is a margin of another group of rows is folded into it, so m is the
+number of cells of C's largest released tables (the latent cells of an ICIN clique, two per
+incomplete column, are never a dimension). Writing N_C = A N_S + ε_C and integrating ε_C out
+(Sylvester's and the push-through identities) leaves, with G = F Q_C Fᵀ (m × m), M = I + ΩG and
+H = F A_C (m × n_S),
 
-    λ(N_S) = exp(c − ½ log|K| + ½ uᵀu − ½ N_SᵀAᵀ(J − JLK⁻¹LᵀJ)A N_S + (h − JLK⁻¹Lᵀh)ᵀA N_S),
+    λ(N_S) = exp(c − ½ log|M| + ½ ηᵀ G M⁻¹ η − ½ N_Sᵀ Hᵀ Ω M⁻ᵀ H N_S + (M⁻¹η)ᵀ H N_S):
 
-u = R⁻¹Lᵀh with K = RRᵀ: one Cholesky factor of K per clique (Σ_C n_C³/3 flops per evaluation)
-and a triangular solve with the separator's n_S columns. The root is the child of a one-cell
-separator holding N = n. Exact (to rounding) against the dense form over all cells
+one LU factorisation of M per clique (2m³/3 flops) and solves with the separator's n_S columns.
+G, H and the blocks of Ω are gathers and scatter-adds over C's cells. The root is the child of a
+one-cell separator holding N = n. Exact (to rounding) against the dense form over all cells
 (:class:`dpsynth.graphical.noise_aware.NoiseAwareLikelihood`, ``form="dense"``).
 
 Example
@@ -61,6 +65,28 @@ def _project(x: torch.Tensor, index: torch.Tensor, width: int, dim: int) -> torc
     return x.new_zeros(shape).index_add(dim, index, x)
 
 
+class _Rows:
+    """One group of aggregate rows of a clique's cells (a released table or a child's separator):
+    ``index`` (n_C) the row of each cell, ``size`` rows; ``omega``/``eta`` its fixed information
+    (tables) and the children whose messages are added at run time, each with the gather ``fold``
+    (size) from these rows to the child's separator cells."""
+
+    def __init__(self, index: torch.Tensor, size: int):
+        self.index, self.size = index, size
+        self.omega = torch.zeros((size, size), dtype=DTYPE)
+        self.eta = torch.zeros(size, dtype=DTYPE)
+        self.children: list[tuple[int, torch.Tensor]] = []
+
+    def coarser(self, index: torch.Tensor) -> torch.Tensor | None:
+        """For rows ``index`` that are unions of these rows: the row of ``index`` each of these
+        rows falls in (a gather of length ``size``); None when they are not."""
+        fold = torch.full((self.size,), -1, dtype=torch.long)
+        fold[self.index] = index
+        if bool((fold < 0).any()) or not bool((fold[self.index] == index).all()):
+            return None
+        return fold
+
+
 class GaussianTree:
     """Eq. 6 of the released ``noisy`` tables (sd ``sigmas``) of ``model`` by junction-tree
     messages (module docstring). :meth:`log_likelihood` (θ (…, D), n (…)) → (…)."""
@@ -69,19 +95,53 @@ class GaussianTree:
         self.model = model
         jt = model.jt
         k = len(jt.cliques)
-        sizes = [jt.clique_domain(i).size() for i in range(k)]
         self.sep = [model.separator_cells(i) for i in range(k)]
-        self.j_obs = [torch.zeros((m, m), dtype=DTYPE) for m in sizes]
-        self.h_obs = [torch.zeros(m, dtype=DTYPE) for m in sizes]
         self.const = 0.0
+        pending = [[] for _ in range(k)]   # (rows index, size, kind, payload) before folding
         for t, (y, sigma) in enumerate(zip(noisy, sigmas)):
             y = torch.as_tensor(np.asarray(y, dtype=float).ravel(), dtype=DTYPE)
             i, index = model.table_cells(t)
             w = 1.0 / float(sigma) ** 2
-            same = (index[:, None] == index[None, :]).to(DTYPE)
-            self.j_obs[i] += w * same
-            self.h_obs[i] += w * y[index]
+            pending[i].append((index, y.numel(), "table", (w, y)))
             self.const += -0.5 * w * float(y @ y) - 0.5 * y.numel() * math.log(2 * math.pi * float(sigma) ** 2)
+        for c in range(k):
+            if jt.parent[c] >= 0:
+                pending[jt.parent[c]].append((self.sep[c][2], self.sep[c][1], "child", c))
+        self.rows = []
+        for i in range(k):
+            groups: list[_Rows] = []
+            for index, size, kind, payload in sorted(pending[i], key=lambda g: -g[1]):
+                for g in groups:
+                    fold = g.coarser(index)
+                    if fold is not None:
+                        break
+                else:
+                    g = _Rows(index, size)
+                    groups.append(g)
+                    fold = torch.arange(size)
+                if kind == "table":
+                    w, y = payload
+                    g.omega += w * (fold[:, None] == fold[None, :]).to(DTYPE)
+                    g.eta += w * y[fold]
+                else:
+                    g.children.append((payload, fold))
+            self.rows.append(groups)
+        self.plans = [self._plan(i) for i in range(k)]
+
+    def _plan(self, i: int) -> dict:
+        """Flat scatter positions of clique i's cells in F diag(p) Fᵀ (m × m) and in F Πᵀ
+        (m × n_S), the groups' offsets, and m."""
+        groups = self.rows[i]
+        offsets = np.cumsum([0] + [g.size for g in groups])
+        m, width = int(offsets[-1]), self.sep[i][1]
+        rows = [offsets[j] + g.index for j, g in enumerate(groups)]
+        pair = [r1 * m + r2 for r1 in rows for r2 in rows]
+        cells = torch.arange(self.sep[i][0].numel())
+        return {"m": m, "offsets": offsets,
+                "pair_pos": torch.cat(pair) if pair else torch.zeros(0, dtype=torch.long),
+                "pair_cell": cells.repeat(len(pair)),
+                "sep_pos": torch.cat([r * width + self.sep[i][0] for r in rows]) if rows else torch.zeros(0, dtype=torch.long),
+                "sep_cell": cells.repeat(len(rows))}
 
     def log_likelihood(self, theta: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
         """log N(ŷ; n μ(θ), V(θ, n)) of all released tables, batched over θ's leading axes."""
@@ -91,42 +151,44 @@ class GaussianTree:
         n = torch.as_tensor(n, dtype=DTYPE).expand(batch).reshape(-1)
         probs = self.model.clique_marginals(theta)                       # (B, n_i) each
         jt = self.model.jt
-        root_n = torch.sqrt(n)[:, None, None]
-        j_in = [j.expand(theta.shape[0], -1, -1) for j in self.j_obs]
-        h_in = [h.expand(theta.shape[0], -1) for h in self.h_obs]
-        c_in = [torch.zeros_like(n) for _ in jt.cliques]
+        messages = [None] * len(jt.cliques)
         for i in reversed(jt.bfs):
-            j_s, h_s, c_s = self._message(probs[i], j_in[i], h_in[i], c_in[i], root_n, *self.sep[i][:2])
-            parent = jt.parent[i]
-            if parent < 0:
+            j_s, h_s, c_s = self._message(i, probs[i], n, messages)
+            if jt.parent[i] < 0:
                 total = c_s - 0.5 * n ** 2 * j_s[:, 0, 0] + n * h_s[:, 0] + self.const
                 return total.reshape(batch)
-            lift = self.sep[i][2]
-            j_in[parent] = j_in[parent] + j_s[:, lift][:, :, lift]
-            h_in[parent] = h_in[parent] + h_s[:, lift]
-            c_in[parent] = c_in[parent] + c_s
+            messages[i] = (j_s, h_s, c_s)
         raise RuntimeError("the junction tree has no root")
 
-    @staticmethod
-    def _message(p, j, h, c, root_n, index, width):
-        """(J_S, h_S, c_S): clique C's evidence (J, h, c) integrated over N_C given its separator
-        counts N_S (module docstring); p (B, n_C) the clique's cell probabilities."""
-        q = p / _project(p, index, width, -1).clamp_min(TINY)[:, index]      # p(c | s)
-        sp = torch.sqrt(p)
-
-        def spread(x, dim):  # x ↦ E x along dim: sum over the cells of each separator cell
-            return _project(x, index, width, dim).index_select(dim, index)
-
-        jl = root_n * (j * sp[:, None, :] - spread(j * q[:, None, :], -1) * sp[:, None, :])     # J L
-        ltjl = root_n * (sp[:, :, None] * (jl - spread(q[:, :, None] * jl, -2)))                # Lᵀ J L
-        eye = torch.eye(p.shape[-1], dtype=DTYPE)
-        chol = torch.linalg.cholesky(eye + 0.5 * (ltjl + ltjl.transpose(-1, -2)))
-        atjl = _project(q[:, :, None] * jl, index, width, -2)                                  # Aᵀ J L
-        z = torch.linalg.solve_triangular(chol, atjl.transpose(-1, -2), upper=False)
-        atja = _project(q[:, :, None] * _project(j * q[:, None, :], index, width, -1), index, width, -2)
-        lth = root_n[:, :, 0] * sp * (h - spread(q * h, -1))                                   # Lᵀ h
-        u = torch.linalg.solve_triangular(chol, lth[:, :, None], upper=False)
-        j_s = atja - z.transpose(-1, -2) @ z
-        h_s = _project(q * h, index, width, -1) - (z.transpose(-1, -2) @ u)[:, :, 0]
-        c_s = c - torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1) + 0.5 * (u[:, :, 0] ** 2).sum(-1)
+    def _message(self, i, p, n, messages):
+        """(J_S, h_S, c_S) of clique i given its cell probabilities p (B, n_C) and its children's
+        messages (module docstring)."""
+        plan, groups = self.plans[i], self.rows[i]
+        index, width = self.sep[i][0], self.sep[i][1]
+        b, m = p.shape[0], plan["m"]
+        c = sum((messages[k][2] for g in groups for k, _ in g.children), torch.zeros_like(n))
+        if m == 0:
+            return p.new_zeros((b, width, width)), p.new_zeros((b, width)), c
+        omega, eta = p.new_zeros((b, m, m)), p.new_zeros((b, m))
+        for g, lo, hi in zip(groups, plan["offsets"][:-1], plan["offsets"][1:]):
+            block, vec = g.omega.expand(b, -1, -1), g.eta.expand(b, -1)
+            for k, fold in g.children:
+                j_k, h_k, _ = messages[k]
+                block = block + j_k[:, fold][:, :, fold]
+                vec = vec + h_k[:, fold]
+            omega[:, lo:hi, lo:hi] = block
+            eta[:, lo:hi] = vec
+        p_s = _project(p, index, width, -1)                                      # (B, n_S)
+        q = p / p_s.clamp_min(TINY)[:, index]                                    # p(c | s)
+        fdf = p.new_zeros((b, m * m)).index_add(1, plan["pair_pos"], p[:, plan["pair_cell"]]).reshape(b, m, m)
+        fp = p.new_zeros((b, m * width)).index_add(1, plan["sep_pos"], p[:, plan["sep_cell"]]).reshape(b, m, width)
+        h = p.new_zeros((b, m * width)).index_add(1, plan["sep_pos"], q[:, plan["sep_cell"]]).reshape(b, m, width)
+        g_cov = n[:, None, None] * (fdf - (fp / p_s.clamp_min(TINY)[:, None, :]) @ fp.transpose(-1, -2))
+        lu, pivots = torch.linalg.lu_factor(torch.eye(m, dtype=DTYPE) + omega @ g_cov)
+        log_det = torch.log(torch.diagonal(lu, dim1=-2, dim2=-1).abs()).sum(-1)
+        m_eta = torch.linalg.lu_solve(lu, pivots, eta[:, :, None])                 # M⁻¹ η
+        j_s = h.transpose(-1, -2) @ (omega @ torch.linalg.lu_solve(lu, pivots, h, adjoint=True))
+        h_s = (h.transpose(-1, -2) @ m_eta)[:, :, 0]
+        m_eta = m_eta[:, :, 0]
+        c_s = c - 0.5 * log_det + 0.5 * (eta * (g_cov @ m_eta[:, :, None])[:, :, 0]).sum(-1)
         return 0.5 * (j_s + j_s.transpose(-1, -2)), h_s, c_s
