@@ -145,8 +145,32 @@ def test_bad_queries_rejected_before_any_spend():
             gen.fit(df, TOY_SCHEMA, seed=0)
         assert gen.ledger.spends == []
     gen = NAPSUMQ(1.0, 1e-6, queries=TOY_QUERY, max_cells=4)
-    with pytest.raises(ValueError, match="max_cells"):
+    with pytest.raises(ValueError, match=r"clique \['x1', 'x2', 'y'\] with 8 cells, above max_cells=4"):
         gen.fit(df, TOY_SCHEMA, seed=0)
+    assert gen.ledger.spends == []
+
+
+def test_max_cells_limits_the_largest_clique_and_what_mst_may_choose():
+    """max_cells bounds the largest junction-tree clique, not the total: many small tables pass,
+    MST never picks a pair over it, and a column no allowed pair can join is refused before any
+    spend, naming it."""
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"a": rng.integers(0, 12, 2000), "b": rng.integers(0, 12, 2000),
+                       "c": rng.integers(0, 3, 2000), "y": rng.integers(0, 2, 2000)})
+    schema = dpsynth.Schema.from_dict({"a": {"type": "categorical", "categories": list(range(12))},
+                                       "b": {"type": "categorical", "categories": list(range(12))},
+                                       "c": {"type": "categorical", "categories": [0, 1, 2]},
+                                       "y": {"type": "categorical", "categories": [0, 1]}})
+    gen = NAPSUMQ(1.0, 1e-6, queries=[("a", "y"), ("b", "y"), ("c", "y"), ("a", "c")], max_cells=72,
+                  inference="laplace").fit(df, schema, seed=0)
+    assert gen.model_.P > 72  # the total is not limited
+    for seed in range(3):
+        gen = NAPSUMQ(1.0, 1e-6, max_cells=40, inference="laplace").fit(df, schema, seed=seed)
+        assert max(gen.domain_.project(q).size() for q in gen.selected_queries_) <= 40
+        assert ("a", "b") not in gen.selected_queries_
+    gen = NAPSUMQ(1.0, 1e-6, max_cells=20, inference="laplace")
+    with pytest.raises(ValueError, match=r"join \['a'\]|join \['b'\]"):
+        gen.fit(df, schema, seed=0)
     assert gen.ledger.spends == []
 
 

@@ -16,7 +16,7 @@ maximum spanning tree, McKenna et al. 2021) paid from ``selection_share`` of ρ,
 tables that score it and half for the exponential mechanisms (:func:`dpsynth.graphical.noise_aware.split_rho`).
 ``queries="mst"`` without analyses selects every clique that way; ``queries="aim"`` takes the cliques
 AIM selects (:func:`dpsynth.marginals.aim.aim_measure`, run on ``selection_share`` of ρ with its model
-capped at ``max_cells`` junction-tree cells; on the reduced Adult it picks about 25 pairs, so the
+capped at ``AIM_MODEL_CELLS`` junction-tree cells; on the reduced Adult it picks about 25 pairs, so the
 posterior is larger and slower than with MST's tree); a list of column tuples is measured as given
 (with the analyses' cliques added).
 
@@ -133,6 +133,7 @@ from .napsu_sampling import (DIAGNOSTIC_DRAWS, IMPORTANCE_DRAWS, INIT_SCALE, MAX
                              PosteriorNotMixedError, PosteriorSampling)
 from ..marginals.measure import Measurement, measure_marginals
 from ..marginals.mst import mst_select
+from .napsu_queries import check_queries, largest_clique, too_large
 
 DTYPE = torch.float64
 INFERENCE = ("hmc", "hmc-da", "laplace", "slice")
@@ -143,6 +144,8 @@ MAR_ASSUMPTION = ("missing at random given the other columns (MAR; precisely, it
                   "and on which of them are missing, not on the value itself); the completed datasets "
                   "estimate the complete-data distribution only under this assumption")
 MISSING_MODES = ("auto", "available-case", "level", "mar")
+#: AIM's cap on its own model's junction-tree cells while it selects (``queries="aim"``)
+AIM_MODEL_CELLS = 3000
 SELECTIONS = ("mst", "aim")  # private query selection: MST's tree or AIM's adaptive rounds
 PRIOR_SD = 2.5
 #: per-table ρ of the analyses' tables relative to the other measured tables. On Adult-10 at ε = 1
@@ -196,7 +199,9 @@ class NAPSUMQ(PosteriorSampling, Generator):
     on_not_mixed : ``"warn"`` (default: warning + ``diagnostics_["mixed"] = False`` shown in every
         report) or ``"raise"``.
     max_restarts : L-BFGS restarts allowed for the Laplace mode.
-    max_cells : largest number of released cells accepted.
+    max_cells : largest junction-tree clique accepted, in cells (default 1024): the likelihood's
+        cost grows with its cube (:mod:`dpsynth.generators.napsu_queries`); MST chooses only pairs
+        within it, and a model whose tree would exceed it is refused with the clique named.
 
     Example
     -------
@@ -219,7 +224,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
                  size_ratio: float = SIZE_RATIO, mnar_shift=None,
                  mcmc_chains: int | None = None, mcmc_warmup: int | None = None, mcmc_draws: int | None = None,
                  mcmc_thin: int | None = None, rhat_target: float = 1.01, ess_target: float = 400.0,
-                 on_not_mixed: str = "warn", max_restarts: int = 5, max_cells: int = 3000):
+                 on_not_mixed: str = "warn", max_restarts: int = 5, max_cells: int = 1024):
         super().__init__(epsilon, delta)
         # checked here, stored as passed (get_params, sklearn.base.clone); _resolve_options derives in fit
         if isinstance(queries, str):
@@ -311,27 +316,24 @@ class NAPSUMQ(PosteriorSampling, Generator):
         among = [tuple(sorted(c, key=pos.get)) for c in plan.select_among]
         return fixed, among, parsed
 
-    def _check_queries(self, domain: Domain, fixed, among):
+    def _check_queries(self, domain: Domain, fixed, among) -> list[tuple]:
+        """Public checks before any release (:func:`check_queries`): known columns, every column in
+        a query, the largest junction-tree clique within ``max_cells``; returns the predictor pairs
+        MST may choose."""
         names = set(domain.attrs)
-        for q in ([] if self.queries_ in SELECTIONS else self.queries_) + self.forced_queries_:
+        explicit = [] if self.queries_ in SELECTIONS else self.queries_
+        for q in explicit + self.forced_queries_:
             unknown = [c for c in q if c not in names]
             if unknown:
                 raise ValueError(f"query {q} names columns {unknown} that are not in the schema")
-        if self.queries_ not in SELECTIONS:
-            covered = set().union(*map(set, self.queries_), *map(set, fixed))
+        if explicit:
+            covered = set().union(*map(set, explicit), *map(set, fixed))
             left = [c for c in domain.attrs if c not in covered]
             if left:
                 raise ValueError(f"columns {left} are in no query; add a query for each (e.g. ('{left[0]}',)) or "
                                  "drop them from the data and the schema")
-            cells = sum(domain.project(q).size() for q in maximal_cliques([*self.queries_, *fixed]))
-        else:
-            sizes = sorted((domain.size(a) * domain.size(b) for i, a in enumerate(domain.attrs)
-                            for b in domain.attrs[i + 1:]), reverse=True)
-            cells = sum(domain.shape) + sum(sizes[:max(len(domain) - 1, 0)]) + \
-                sum(domain.project(q).size() for q in maximal_cliques([*self.forced_queries_, *fixed]))
-        if cells > self.max_cells:
-            raise ValueError(f"these queries release up to {cells} cells, above max_cells={self.max_cells}. Coarsen "
-                             "the schema (fewer bins or categories), use fewer columns, or raise max_cells")
+        return check_queries(domain, maximal_cliques([*explicit, *self.forced_queries_, *fixed]), among,
+                             self.max_cells, self.queries_ if isinstance(self.queries_, str) else None)
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, rows, data, source):
@@ -339,7 +341,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
         self._resolve_options()
         domain, level_cols = self._domain()
         fixed, among, parsed = self._plan(domain)
-        self._check_queries(domain, fixed, among)
+        among = self._check_queries(domain, fixed, among)
         names = list(domain.attrs)
         if self.missing_mode_ in ("level", "mar") or self.missing == "auto":
             # an input check for the data holder (no release follows an error), not a mechanism
@@ -384,7 +386,8 @@ class NAPSUMQ(PosteriorSampling, Generator):
         if needs:
             one_way, cliques = mst_select(rows, domain, rho, self.ledger, source, forced=forced,
                                           split=(split.one_way / rho, split.selection / rho),
-                                          step="NAPSU-MQ MST selection", first_among=among)
+                                          step="NAPSU-MQ MST selection", first_among=among,
+                                          max_pair_cells=self.max_cells)
         return one_way + self._measure_tables(rows, domain, maximal_cliques(cliques), fixed, source, step)
 
     def _measure_tables(self, rows, domain, tables, fixed, source, step) -> list[Measurement]:
@@ -409,15 +412,16 @@ class NAPSUMQ(PosteriorSampling, Generator):
     def _measure_aim(self, rows, domain, source, fixed, rho, step) -> list[Measurement]:
         """``queries="aim"``: AIM (:func:`dpsynth.marginals.aim.aim_measure`; AIM-E's available-case
         tables under ``missing="available-case"``) runs on ``selection_share``·ρ, its model capped at
-        ``max_cells`` junction-tree cells; the cliques it selected, the forced and analysis cliques and
-        a 1-way table for every other column are then measured with the rest of ρ. AIM's own
+        :data:`AIM_MODEL_CELLS` junction-tree cells (the fitted tree is then held to ``max_cells``
+        per clique); the cliques it selected, the forced and analysis cliques and a 1-way table
+        for every other column are then measured with the rest of ρ. AIM's own
         measurements serve selection only (they are paid for, not reused in the likelihood)."""
         from ..marginals.aim import aim_measure
 
         split = split_rho(rho, self.selection_share, True)
         self.rho_split_ = split
         res = aim_measure(rows, domain, split.one_way + split.selection, self.ledger, source,
-                          partial=self.missing_mode_ == "available-case", max_model_cells=self.max_cells,
+                          partial=self.missing_mode_ == "available-case", max_model_cells=AIM_MODEL_CELLS,
                           step="NAPSU-MQ AIM selection")
         tables = maximal_cliques([*self.forced_queries_, *fixed, *res.selected, *[(a,) for a in domain.attrs]])
         return self._measure_tables(rows, domain, tables, fixed, source, step)
@@ -429,6 +433,10 @@ class NAPSUMQ(PosteriorSampling, Generator):
             model = IcinModel(self.domain_, cliques, tables, incomplete=self.level_columns_, shift=self.mnar_shift_)
         else:
             model = MaxEntModel(self.domain_, cliques, tables)
+        clique, cells = largest_clique(self.domain_, model.cliques)
+        if cells > self.max_cells:  # AIM's selection, or several analyses joined by the tree
+            raise ValueError(too_large(self.domain_, clique, cells, self.max_cells) + " (the ledger shows the "
+                             "budget the selection and measurement spent)")
         groups = count_groups(measurements) if self.missing_mode_ == "available-case" else [0] * len(tables)
         lik = NoiseAwareLikelihood(model, [m.noisy for m in measurements], [m.sigma for m in measurements],
                                    groups, self.prior_sd)

@@ -76,6 +76,12 @@ class _Rows:
         self.omega = torch.zeros((size, size), dtype=DTYPE)
         self.eta = torch.zeros(size, dtype=DTYPE)
         self.children: list[tuple[int, torch.Tensor]] = []
+        self.diagonal: torch.Tensor | None = None  # Ω's diagonal when it is diagonal and fixed
+
+    def finish(self):
+        """Keep Ω as its diagonal when nothing off the diagonal was folded in and no child adds to it."""
+        if not self.children and bool((self.omega == torch.diag(torch.diagonal(self.omega))).all()):
+            self.diagonal = torch.diagonal(self.omega).clone()
 
     def coarser(self, index: torch.Tensor) -> torch.Tensor | None:
         """For rows ``index`` that are unions of these rows: the row of ``index`` each of these
@@ -125,6 +131,8 @@ class GaussianTree:
                     g.eta += w * y[fold]
                 else:
                     g.children.append((payload, fold))
+            for g in groups:
+                g.finish()
             self.rows.append(groups)
         self.plans = [self._plan(i) for i in range(k)]
 
@@ -169,25 +177,32 @@ class GaussianTree:
         c = sum((messages[k][2] for g in groups for k, _ in g.children), torch.zeros_like(n))
         if m == 0:
             return p.new_zeros((b, width, width)), p.new_zeros((b, width)), c
-        omega, eta = p.new_zeros((b, m, m)), p.new_zeros((b, m))
-        for g, lo, hi in zip(groups, plan["offsets"][:-1], plan["offsets"][1:]):
-            block, vec = g.omega.expand(b, -1, -1), g.eta.expand(b, -1)
+        blocks, eta = [], []   # Ω block by block: a table's own rows alone have a diagonal block
+        for g in groups:
+            block, vec = (g.diagonal if g.diagonal is not None else g.omega.expand(b, -1, -1)), g.eta.expand(b, -1)
             for k, fold in g.children:
                 j_k, h_k, _ = messages[k]
                 block = block + j_k[:, fold][:, :, fold]
                 vec = vec + h_k[:, fold]
-            omega[:, lo:hi, lo:hi] = block
-            eta[:, lo:hi] = vec
+            blocks.append(block)
+            eta.append(vec)
+        eta = torch.cat(eta, dim=-1)
+
+        def omega_times(x):  # Ω x, block by block
+            parts = torch.split(x, [g.size for g in groups], dim=-2)
+            return torch.cat([blk[..., :, None] * xp if blk.dim() == 1 else blk @ xp
+                              for blk, xp in zip(blocks, parts)], dim=-2)
+
         p_s = _project(p, index, width, -1)                                      # (B, n_S)
         q = p / p_s.clamp_min(TINY)[:, index]                                    # p(c | s)
         fdf = p.new_zeros((b, m * m)).index_add(1, plan["pair_pos"], p[:, plan["pair_cell"]]).reshape(b, m, m)
         fp = p.new_zeros((b, m * width)).index_add(1, plan["sep_pos"], p[:, plan["sep_cell"]]).reshape(b, m, width)
         h = p.new_zeros((b, m * width)).index_add(1, plan["sep_pos"], q[:, plan["sep_cell"]]).reshape(b, m, width)
         g_cov = n[:, None, None] * (fdf - (fp / p_s.clamp_min(TINY)[:, None, :]) @ fp.transpose(-1, -2))
-        lu, pivots = torch.linalg.lu_factor(torch.eye(m, dtype=DTYPE) + omega @ g_cov)
+        lu, pivots = torch.linalg.lu_factor(torch.eye(m, dtype=DTYPE) + omega_times(g_cov))
         log_det = torch.log(torch.diagonal(lu, dim1=-2, dim2=-1).abs()).sum(-1)
         m_eta = torch.linalg.lu_solve(lu, pivots, eta[:, :, None])                 # M⁻¹ η
-        j_s = h.transpose(-1, -2) @ (omega @ torch.linalg.lu_solve(lu, pivots, h, adjoint=True))
+        j_s = h.transpose(-1, -2) @ omega_times(torch.linalg.lu_solve(lu, pivots, h, adjoint=True))
         h_s = (h.transpose(-1, -2) @ m_eta)[:, :, 0]
         m_eta = m_eta[:, :, 0]
         c_s = c - 0.5 * log_det + 0.5 * (eta * (g_cov @ m_eta[:, :, None])[:, :, 0]).sum(-1)

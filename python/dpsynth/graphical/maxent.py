@@ -304,6 +304,12 @@ class MaxEntModel:
         log_z, belief = self._calibrate_flat(theta, clamp)
         return log_z, self._apply(torch.cat(belief, dim=0), collect, dim=0).movedim(0, -1)
 
+    def partition_and_means(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(A(θ) (…), μ_D (…, D)) from one unclamped linear-space pass: the value and gradient of
+        the log-partition function."""
+        log_z, cond = self._flat_pass(theta, clamp=False)
+        return log_z[..., 0], cond[..., 0, :]
+
     def clique_marginals(self, theta: torch.Tensor) -> list[torch.Tensor]:
         """P(x_C) for every junction-tree clique C, (…, n_C) each, cells in C order of
         ``jt.clique_domain(i)``: one unclamped linear-space pass (:meth:`_calibrate_flat`)."""

@@ -66,7 +66,8 @@ def pair_scores(rows: Rows | np.ndarray, domain: Domain, one_way: Sequence[Measu
 
 def mst_select(rows: Rows | np.ndarray, domain: Domain, rho: float, ledger: PrivacyLedger, source: NoiseSource,
                forced: Sequence[Sequence[Hashable]] = (), split: tuple[float, float] = (1 / 3, 1 / 3),
-               step: str = "MST", first_among: Sequence[tuple] = ()) -> tuple[list[Measurement], list[tuple]]:
+               step: str = "MST", first_among: Sequence[tuple] = (),
+               max_pair_cells: int | None = None) -> tuple[list[Measurement], list[tuple]]:
     """MST selection with total budget ``split[0]·rho`` (1-way marginals) + ``split[1]·rho`` (edge
     selection). Returns the released 1-way measurements and the 2-way cliques (forced pairs first,
     then selected edges, each as an attribute pair in domain order).
@@ -74,7 +75,8 @@ def mst_select(rows: Rows | np.ndarray, domain: Domain, rho: float, ledger: Priv
     ``first_among``: candidate pairs (e.g. an analysis' predictor pairs) over which a spanning tree
     of their columns is chosen first, each column on its own; then the usual tree joins every
     component left after the forced cliques and those edges. All rounds share ``split[1]·rho``
-    equally."""
+    equally. ``max_pair_cells``: the tree's edges are chosen among pairs of at most that many cells
+    (a public limit; the caller checks that they can join every column)."""
     attrs = list(domain.attrs)
     rows = as_rows(rows, domain.shape)
     rho_one, rho_select = split[0] * rho, split[1] * rho
@@ -118,7 +120,8 @@ def mst_select(rows: Rows | np.ndarray, domain: Domain, rho: float, ledger: Priv
             if not any(set((a, b)) <= set(c) for c in cliques):
                 cliques.append((a, b))
         for k in range(max(r - 1, 0)):
-            cand = [p for p in combinations(attrs, 2) if comps.find(p[0]) != comps.find(p[1])]
+            cand = [p for p in combinations(attrs, 2) if comps.find(p[0]) != comps.find(p[1])
+                    and (max_pair_cells is None or domain.project(p).size() <= max_pair_cells)]
             a, b = pick(cand, f"edge {k + 1} of {r - 1}")
             comps.join(a, b)
             cliques.append((a, b))

@@ -1,0 +1,190 @@
+"""NAPSU-MQ at full width (issue "NAPSU-MQ at full width"): the bundled Adult, all 15 columns, real NAs.
+
+Two parts, both on the bundled Adult (32,561 rows, its public binning, its own missing values in
+workclass, occupation and native-country, completed under MAR by the ICIN model) at ε = 1 with
+``analyses=[("income", ["age", "education-num", "hours-per-week", "sex", "race"])]`` (the predictors
+present at each width):
+
+- **growth** (``--widths 5 10 15``): the first k columns of :data:`ORDER`; the model NAPSU-MQ builds
+  (its MST selection run privately, as in a fit); seconds per evaluation of the noise-aware log
+  density by junction-tree messages (:class:`dpsynth.graphical.gaussian_tree.GaussianTree`, the
+  default) and by the reduced form it replaced (a clamped pass over D × tree cells and a (D+1)²
+  Cholesky), one point at a time, and — with ``--fit-widths`` — a whole fit's ESS per second (min
+  bulk ESS of the released cells over the MCMC seconds). The growth exponent is the slope of
+  log(seconds) on log(columns).
+- **coverage** (``--reps``): fit + 20 datasets at 15 columns, seconds and peak memory (the
+  process's maximum resident set), split R̂ / ESS of the released cells, and whether the pooled 95 %
+  intervals of the logistic regression income ~ age + education-num + hours-per-week (bin index)
+  + sex + race cover the coefficients of the same regression on the real data (all 32,561 rows,
+  the same binning).
+
+Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths] [--reps 1] [--seed0 0]
+Prints progress on stderr and one JSON object on the last line of stdout.
+"""
+from __future__ import annotations
+
+import resource
+import time
+import warnings
+
+import numpy as np
+import torch
+
+import _common
+
+#: column order of the growth study: the analysis' columns first, the rest in the file's order
+ORDER = ["age", "sex", "race", "income", "hours-per-week", "education-num", "workclass", "marital-status",
+         "occupation", "relationship", "fnlwgt", "education", "capital-gain", "capital-loss", "native-country"]
+PREDICTORS = ["age", "education-num", "hours-per-week", "sex", "race"]
+NUMERIC = ["age", "education-num", "hours-per-week"]
+
+
+def analysis(cols):
+    return ("income", [c for c in PREDICTORS if c in cols])
+
+
+def generator(n: int, cols, **options):
+    from dpsynth.generators.napsu import NAPSUMQ
+
+    return NAPSUMQ(1.0, 1 / n ** 2, analyses=[analysis(cols)], **options)
+
+
+def built_model(df, schema, cols, seed):
+    """The likelihood NAPSU-MQ builds on the first columns ``cols`` (selection and measurement run
+    as in a fit; the posterior is not sampled)."""
+    from dpsynth.generators.napsu import NAPSUMQ
+
+    captured = {}
+
+    def keep(self, measurements, source):
+        captured["measurements"] = measurements
+        captured["gen"] = self
+        self.diagnostics_ = {}
+
+    gen = generator(len(df), cols)
+    gen._fit_posterior = keep.__get__(gen, NAPSUMQ)
+    gen.fit(df[cols], schema.subset(cols), seed=seed)
+    return captured["gen"], captured["measurements"]
+
+
+def per_evaluation(gen, measurements, points: int = 3):
+    """Seconds per exact log-density evaluation, tree and reduced form, at ``points`` random θ."""
+    from dpsynth.graphical.icin import IcinModel
+    from dpsynth.graphical.maxent import MaxEntModel
+    from dpsynth.graphical.noise_aware import NoiseAwareLikelihood
+
+    tables = [m.attrs for m in measurements]
+    cliques = [m.attrs for m in measurements if not any(set(m.attrs) < set(o) for o in tables)]
+    if gen.level_columns_:
+        model = IcinModel(gen.domain_, cliques, tables, incomplete=gen.level_columns_)
+    else:
+        model = MaxEntModel(gen.domain_, cliques, tables)
+    args = ([m.noisy for m in measurements], [m.sigma for m in measurements], [0] * len(tables), gen.prior_sd)
+    tree = NoiseAwareLikelihood(model, *args)
+    reduced = NoiseAwareLikelihood(model, *args, tree=False)
+    x = torch.as_tensor(np.random.default_rng(0).normal(0, 0.1, (points + 1, tree.dim)))
+    out = {"columns": len(gen.domain_), "D": model.D, "released_cells": model.P,
+           "tree_cells": model.jt.size(), "largest_clique_cells": max(model.jt.clique_domain(i).size()
+                                                                      for i in range(len(model.jt.cliques)))}
+    with torch.no_grad():
+        for name, lik in (("tree", tree), ("reduced", reduced)):
+            lik.log_posterior(x[0])  # plans and caches built outside the timing
+            t0 = time.perf_counter()
+            for p in x[1:]:
+                lik.log_posterior(p)
+            out[f"seconds_per_eval_{name}"] = round((time.perf_counter() - t0) / points, 4)
+    xr = x[1].clone().requires_grad_(True)
+    t0 = time.perf_counter()
+    torch.autograd.grad(tree.log_posterior(xr), xr)
+    out["seconds_per_gradient_tree"] = round(time.perf_counter() - t0, 4)
+    return out
+
+
+def one_fit(df, schema, cols, seed):
+    """Fit + 20 datasets on ``cols``; (generator, pooled table, seconds)."""
+    import dpsynth
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gen = generator(len(df), cols).fit(df[cols], schema.subset(cols), seed=seed)
+        res = gen.sample(m=20, seed=seed + 1)
+    seconds = time.perf_counter() - t0
+    frames = [bin_index(d, schema) for d in res.datasets]
+    tab = dpsynth.fit_pooled(frames, regression(cols), family="binomial", rule="synthetic",
+                             n_orig=res.n_private).to_frame().set_index("term")
+    return gen, tab, seconds
+
+
+def regression(cols) -> str:
+    terms = {"age": "age", "education-num": "Q('education-num')", "hours-per-week": "Q('hours-per-week')",
+             "sex": "C(sex, Treatment('Female'))", "race": "C(race, Treatment('White'))"}
+    return "income ~ " + " + ".join(terms[c] for c in analysis(cols)[1])
+
+
+def bin_index(frame, schema):
+    """The numeric predictors replaced by their public bin's index (0, 1, …)."""
+    from dpsynth.schema.codes import encode_column
+
+    return frame.assign(**{c: encode_column(frame[c], schema[c]).astype(float) for c in NUMERIC if c in frame})
+
+
+def exponent(rows, key) -> float:
+    """Slope of log(seconds) on log(columns) over the widths measured."""
+    x = np.log([r["columns"] for r in rows])
+    y = np.log([r[key] for r in rows])
+    return round(float(np.polyfit(x, y, 1)[0]), 2) if len(rows) > 1 else float("nan")
+
+
+def main(argv=None):
+    import dpsynth
+
+    ap = _common.parser(__doc__)
+    ap.add_argument("--widths", type=int, nargs="*", default=[5, 10, 15])
+    ap.add_argument("--fit-widths", action="store_true", help="also fit at each width for ESS per second")
+    ap.add_argument("--reps", type=int, default=1, help="fits + 20 datasets at 15 columns (coverage)")
+    ap.add_argument("--seed0", type=int, default=0)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    df, schema = dpsynth.load_dataset("adult")
+    out = {"machine": _common.machine(), "note": _common.CONTENTION, "growth": []}
+    for k in args.widths:
+        cols = ORDER[:k]
+        gen, measurements = built_model(df, schema, cols, seed=args.seed0)
+        row = per_evaluation(gen, measurements)
+        if args.fit_widths:
+            fitted, _, seconds = one_fit(df, schema, cols, args.seed0)
+            d = fitted.diagnostics_
+            row.update({"fit_plus_20_seconds": round(seconds, 1), "mcmc_seconds": round(d.get("mcmc_seconds", np.nan), 1),
+                        "ess_bulk_min_cells": round(d.get("ess_bulk_min_cells", np.nan), 1),
+                        "ess_per_second": round(d.get("ess_bulk_min_cells", np.nan) / d.get("mcmc_seconds", np.nan), 3)})
+        _common.log(row)
+        out["growth"].append(row)
+    for key in ("seconds_per_eval_tree", "seconds_per_eval_reduced", "seconds_per_gradient_tree"):
+        out[f"exponent_{key}"] = exponent(out["growth"], key)
+    if args.reps:
+        real = dpsynth.fit_pooled([bin_index(df, schema)] * 2, regression(ORDER), family="binomial",
+                                  rule="mi").to_frame().set_index("term")["estimate"]
+        cover, seconds, rhat, ess, mixed = [], [], [], [], []
+        for r in range(args.reps):
+            gen, tab, sec = one_fit(df, schema, ORDER, args.seed0 + r)
+            tab = tab.reindex(real.index)
+            cover.append(((tab["conf.low"] <= real) & (real <= tab["conf.high"])).to_numpy())
+            seconds.append(sec)
+            rhat.append(gen.diagnostics_.get("rhat_max_cells", np.nan))
+            ess.append(gen.diagnostics_.get("ess_bulk_min_cells", np.nan))
+            mixed.append(bool(gen.diagnostics_.get("mixed", False)))
+            _common.log(f"15 columns rep {r}: covered {int(cover[-1].sum())}/{len(real)} "
+                        f"(missed {list(real.index[~cover[-1]])}), R-hat {rhat[-1]:.3f}, ESS {ess[-1]:.0f}, {sec:.0f} s")
+        out["full_width"] = {
+            "reps": args.reps, "coverage": round(float(np.mean(cover)), 3), "covered": int(np.sum(cover)),
+            "intervals": int(np.size(cover)), "median_seconds_fit_plus_20": round(float(np.median(seconds)), 1),
+            "max_seconds_fit_plus_20": round(float(np.max(seconds)), 1),
+            "peak_memory_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20, 2),
+            "max_rhat_cells": round(float(np.nanmax(rhat)), 4), "min_ess_cells": round(float(np.nanmin(ess)), 1),
+            "fits_mixed": int(np.sum(mixed))}
+    _common.emit(out)
+
+
+if __name__ == "__main__":
+    main()

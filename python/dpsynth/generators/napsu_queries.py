@@ -1,0 +1,80 @@
+"""Which marginal queries NAPSU-MQ may measure, checked from public knowledge before any release.
+
+The noise-aware likelihood works clique by clique on the junction tree
+(:class:`dpsynth.graphical.gaussian_tree.GaussianTree`): its cost grows with the cube of the
+largest clique's released cells and only linearly with the number of cliques. ``max_cells`` is
+therefore a limit on the largest junction-tree clique (in cells of the schema's domain, a missing
+level included), not on the total: :func:`check_queries` refuses explicit queries, forced
+queries and analyses whose tree would exceed it, says which clique and how to coarsen it, and
+tells MST which candidate pairs it may choose (those whose clique stays within the limit), so
+that a private selection can never build a model that is too large. Everything here reads the
+schema and the options only.
+
+Example
+-------
+>>> from dpsynth.graphical import Domain
+>>> dom = Domain(["a", "b", "y"], [16, 16, 2])
+>>> largest_clique(dom, [("a", "y"), ("b", "y"), ("a", "b")])
+(('a', 'b', 'y'), 512)
+>>> check_queries(dom, [("a", "y"), ("b", "y")], among=[("a", "b")], max_cells=256, selection="mst")
+[]
+>>> check_queries(dom, [("a", "b", "y")], max_cells=256)
+Traceback (most recent call last):
+...
+ValueError: NAPSU-MQ's junction tree would hold the clique ['a', 'b', 'y'] with 512 cells, above max_cells=256 ...
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..graphical import Domain, JunctionTree
+
+
+def largest_clique(domain: Domain, cliques: Sequence[tuple]) -> tuple[tuple, int]:
+    """(the largest clique, its cells) of the junction tree of ``cliques`` on ``domain``."""
+    jt = JunctionTree(domain, [*cliques, *[(a,) for a in domain.attrs]])
+    sizes = [domain.project(c).size() for c in jt.cliques]
+    k = max(range(len(sizes)), key=sizes.__getitem__)
+    return tuple(jt.cliques[k]), sizes[k]
+
+
+def too_large(domain: Domain, clique: tuple, cells: int, max_cells: int) -> str:
+    """The error for a clique over ``max_cells``: which one, and what to coarsen."""
+    widest = max(clique, key=domain.size)
+    return (f"NAPSU-MQ's junction tree would hold the clique {list(clique)} with {cells} cells, above "
+            f"max_cells={max_cells} (the likelihood's cost grows with the cube of its largest clique). "
+            f"Coarsen {widest!r} ({domain.size(widest)} levels: fewer bins or categories in the schema), "
+            "drop a predictor or interaction from the analyses, or raise max_cells")
+
+
+def check_queries(domain: Domain, known: Sequence[tuple], among: Sequence[tuple] = (), max_cells: int = 1024,
+                  selection: str | None = None) -> list[tuple]:
+    """Check the cliques measured whatever the data (``known``: explicit, forced and analysis
+    cliques) against ``max_cells``; with ``selection="mst"`` also that the pairs MST may choose
+    (those whose clique, with ``known``, stays within the limit) can connect every column.
+    Returns the predictor pairs of ``among`` MST may still choose."""
+    clique, cells = largest_clique(domain, known)
+    if cells > max_cells:
+        raise ValueError(too_large(domain, clique, cells, max_cells))
+    if selection != "mst":
+        return list(among)
+    allowed_among = [p for p in among if largest_clique(domain, [*known, p])[1] <= max_cells]
+    groups = {a: {a} for a in domain.attrs}
+
+    def join(cols):
+        merged = set().union(*(groups[a] for a in cols))
+        for a in merged:
+            groups[a] = merged
+
+    for c in known:
+        join(c)
+    for i, a in enumerate(domain.attrs):
+        for b in domain.attrs[i + 1:]:
+            if domain.size(a) * domain.size(b) <= max_cells:
+                join((a, b))
+    parts = {frozenset(g) for g in groups.values()}
+    if len(parts) > 1:
+        alone = sorted(min(parts, key=len), key=domain.attrs.index)
+        raise ValueError(f"no column pair can join {alone} to the other columns within max_cells={max_cells} "
+                         "cells; coarsen those columns (fewer bins or categories in the schema) or raise max_cells")
+    return allowed_among
