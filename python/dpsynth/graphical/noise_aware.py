@@ -420,12 +420,14 @@ class NoiseAwareLikelihood:
         """Approach the posterior mode by Fisher scoring with backtracking: step F⁻¹∇log p, where
         F = JᵀV⁻¹J + prior precision and J = ∂(n∘mean)/∂x (columns n_i·Cov(a_i, a_θ) for θ and
         n_i·s_g·mean_i for v_g); V's dependence on x is left out of F (it only preconditions) but
-        not of ∇. Returns (x, F at x)."""
+        not of ∇. Above :data:`NEWTON_MAX_D` parameters F (three D³ products and two clamped
+        passes) is kept while full steps are accepted and recomputed when a step had to be
+        shortened (bundled 15-column Adult, D = 2,751: F costs about 6 s, a gradient 0.4 s).
+        Returns (x, the last F computed)."""
         x = x0.detach().clone()
         prior = torch.cat([torch.full((self.D,), self.prior_sd ** -2, dtype=DTYPE),
                            self.scale ** 2 / LOG_N_PRIOR_SD ** 2])
-        onehot = torch.nn.functional.one_hot(self.group_of_cell, self.G).to(DTYPE)
-        fisher = torch.diag(prior)
+        fisher, chol_f, t = torch.diag(prior), None, 0.0
         for _ in range(max_iter):
             xr = x.clone().requires_grad_(True)
             lp_x = self.log_posterior(xr)
@@ -434,15 +436,10 @@ class NoiseAwareLikelihood:
             (g,) = torch.autograd.grad(lp_x, xr)
             lp = float(lp_x.detach())
             with torch.no_grad():
-                _, mu, cov, n_cell, chol = self._terms(x)
-                dmu = cov[:, self.theta_columns]
-                if self.form == "reduced" and hasattr(self.model, "mean_jacobian"):  # features ≠ statistics
-                    dmu = torch.nn.functional.pad(self.model.mean_jacobian(x[:self.D]), (0, 0, 0, 1))
-                jac = torch.cat([n_cell[:, None] * dmu,
-                                 (n_cell * mu)[:, None] * onehot * self.scale], dim=1)
-                w = torch.linalg.solve_triangular(chol, jac, upper=False)
-                fisher = w.T @ w + torch.diag(prior) + 1e-10 * torch.eye(self.dim, dtype=DTYPE)
-                step = torch.linalg.solve(fisher, g)
+                if chol_f is None or t < 1.0 or self.D <= NEWTON_MAX_D:
+                    fisher = self.fisher(x, prior)
+                    chol_f = torch.linalg.cholesky(fisher)
+                step = torch.cholesky_solve(g[:, None], chol_f)[:, 0]
                 t = 1.0
                 while t > 1e-8:
                     lp_new = float(self.log_posterior(x + t * step))
@@ -455,6 +452,17 @@ class NoiseAwareLikelihood:
             if float(g @ step) < 1e-8 or abs(lp_new - lp) < 1e-10 * max(1.0, abs(lp)):
                 break
         return x, fisher
+
+    def fisher(self, x: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
+        """F = JᵀV⁻¹J + diag(prior) at x (see :meth:`mode`), from the clamped moments."""
+        _, mu, cov, n_cell, chol = self._terms(x)
+        dmu = cov[:, self.theta_columns]
+        if self.form == "reduced" and hasattr(self.model, "mean_jacobian"):  # features ≠ statistics
+            dmu = torch.nn.functional.pad(self.model.mean_jacobian(x[:self.D]), (0, 0, 0, 1))
+        onehot = torch.nn.functional.one_hot(self.group_of_cell, self.G).to(DTYPE)
+        jac = torch.cat([n_cell[:, None] * dmu, (n_cell * mu)[:, None] * onehot * self.scale], dim=1)
+        w = torch.linalg.solve_triangular(chol, jac, upper=False)
+        return w.T @ w + torch.diag(prior) + 1e-10 * torch.eye(self.dim, dtype=DTYPE)
 
 
 def count_groups(measurements, z: float = 4.0) -> list[int]:
