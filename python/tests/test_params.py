@@ -147,6 +147,10 @@ def test_pmse_stores_its_options_as_passed_and_derives_in_fit():
     gen.fit(paper_data(60, np.random.default_rng(0)), UNBOUNDED, seed=1)
     assert gen.get_params()["cart"] is cart and (gen.n_candidates_, gen.n_stages_) == (20, 4)
     assert gen.cart_ == {"maxdepth": 3, "cp": 0.01, "minsplit": 2, "minbucket": 1}
+    from dpsynth.report.sections import settings_table
+
+    shown = dict(settings_table(gen.sample(m=1, seed=2)).values)  # the report shows the values in use
+    assert (shown["n_stages"], shown["n_candidates"], shown["order"]) == ("4", "20", "('x2', 'x1')")
     with pytest.raises(ValueError, match="cart must be None or a dict with keys among"):
         dpsynth.PMSEMechanism(1.0, cart={"depth": 3})
     with pytest.raises(TypeError, match="keep_diagnostics must be True or False"):

@@ -217,6 +217,9 @@ class NAPSUMQ(PosteriorSampling, Generator):
     counts_only = True  # selection and measurement only count marginals (dpsynth.marginals)
     needs_delta = True
     needs_bounds = True
+    # options whose value in use fit stores as <name>_ (_resolve_options); reports show that value
+    derived_options = ("queries", "inference", "incomplete", "forced_queries", "analyses", "mnar_shift",
+                       "mcmc_chains", "mcmc_warmup", "mcmc_draws", "mcmc_thin")
 
     def __init__(self, epsilon: float, delta: float | None = None, queries="mst", inference: str = "hmc",
                  prior_sd: float = PRIOR_SD, missing: str = "auto", incomplete=None, forced_queries=None,

@@ -21,9 +21,11 @@ def settings_table(result) -> pd.DataFrame:
             ("delta spent", f"{result.ledger.total_delta():.3g}"),
             ("neighbouring relation", result.ledger.relation or "")]
     if gen is not None:
+        derived = getattr(gen, "derived_options", ())  # options fit resolves (a default left at None): the value used
         for k, v in sorted(vars(gen).items()):
             if k.startswith("_") or k.endswith("_") or k in ("ledger",):
                 continue
+            v = getattr(gen, k + "_", v) if k in derived else v
             if isinstance(v, (int, float, str, bool, tuple, list)) or v is None:
                 rows.append((k, str(v)))
     return pd.DataFrame(rows, columns=["setting", "value"])

@@ -94,6 +94,7 @@ class PMSEMechanism(Generator):
     relation = "replace-one"
     needs_bounds = False
     encodes_rows = False
+    derived_options = ("n_candidates", "n_stages", "cart")  # in use: <name>_, set in fit (_resolve_options)
 
     def __init__(self, epsilon: float, delta: float | None = None, *, model: str = "sequential-linear",
                  tree: str = "stump", n_releases: int = 10, features: str = "pairs", n_synth: int = 1,
