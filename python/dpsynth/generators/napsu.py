@@ -28,7 +28,10 @@ spends are in ρ on one ledger, which converts Σρ to (ε, δ) once. (The paper
 the ε of a single step — group privacy of size 2.) n is not public: the noisy totals estimate it.
 
 **Likelihood and posterior** (:mod:`dpsynth.graphical.noise_aware`). The CLT likelihood of the
-released tables (paper eq. 6), in its reduced (D + 1)-dimensional form when there is one count group.
+released tables (paper eq. 6). With one count group it is evaluated by junction-tree messages
+(:mod:`dpsynth.graphical.gaussian_tree`: cost grows with the cliques, not with all released cells;
+``max_cells`` bounds the largest clique), and the frozen-V surrogate and the Fisher preconditioner
+use its reduced (D + 1)-dimensional form; with several (available-case) the dense form.
 Prior θ ~ N(0, prior_sd²) with ``prior_sd = 2.5`` (paper: 10): a log odds ratio of ±5 between
 cells is already extreme, and a vaguer prior leaves the parameters of near-empty cells with long,
 one-sided, prior-dominated tails that no sampler crosses quickly (see

@@ -63,6 +63,9 @@ LOG_N_PRIOR_SD = 5.0  # prior sd of log n around the released total
 #: ten columns incomplete, D = 298, 2,100 tree cells: 16 ms per point one at a time, 66 ms in
 #: chunks of 64; the complete-data model, 513 cells: 4 ms either way up to chunks of 16)
 EXACT_CHUNK = 2
+#: the same for the junction-tree form (:class:`GaussianTree`): Adult-10 under MAR / with every
+#: column MCAR, 0.55 / 1.2 ms per point in chunks of 32 against 1.9 / 2.7 ms one at a time
+TREE_CHUNK = 32
 #: exact evaluations spent fitting the surrogate's linear term to draws (:meth:`NoiseAwareLikelihood.surrogate`)
 SURROGATE_FIT_DRAWS = 1024
 #: above this many parameters the starting point is found by quasi-Newton (L-BFGS) steps whose
@@ -260,10 +263,12 @@ class NoiseAwareLikelihood:
 
     def log_posterior_many(self, x: torch.Tensor) -> torch.Tensor:
         """:meth:`log_posterior` of many points (n, dim), without gradients, in chunks of
-        :data:`EXACT_CHUNK`: the clamped pass's tensors (points × D × tree cells) then stay in
-        cache, where one batch of 64 would stream hundreds of MB per operation."""
+        :data:`TREE_CHUNK` (junction-tree form) or :data:`EXACT_CHUNK` (the clamped pass's tensors,
+        points × D × tree cells, then stay in cache, where one batch of 64 would stream hundreds
+        of MB per operation)."""
+        chunk = EXACT_CHUNK if self.tree is None else TREE_CHUNK
         with torch.no_grad():
-            return torch.cat([self.log_posterior(c) for c in x.split(EXACT_CHUNK)])
+            return torch.cat([self.log_posterior(c) for c in x.split(chunk)])
 
     def surrogate(self, x_ref: torch.Tensor, draws: torch.Tensor | None = None):
         """A cheap stand-in for :meth:`log_posterior` near ``x_ref``: the same Gaussian likelihood
