@@ -8,10 +8,9 @@ import dpsynth
 from dpsynth import validation
 from dpsynth.generators import generator_class, make_generator
 
-# Generators whose constructors this test covers. Not here: the missing-data wrappers "complete-rows",
-# "impute-random", "impute-dp-mean" (dpsynth/missing/strategies.py).
+# Generators whose constructors this test covers: every registered method.
 OWNED = ["independent", "privbayes", "privbayes-e", "dp-misgan", "mst", "aim", "aim-e", "dpautogan", "dpctgan",
-         "kamino", "kamino-i", "napsu-mq", "pmse"]
+         "kamino", "kamino-i", "napsu-mq", "pmse", "complete-rows", "impute-random", "impute-dp-mean"]
 EXPLICIT = {"privbayes": {"k": 2}, "privbayes-e": {"k": 2}, "aim": {"rounds": 7}, "aim-e": {"rounds": 7},
             "kamino": {"order": ["b", "a"]}, "kamino-i": {"order": ("a", "b")}}
 
@@ -26,7 +25,8 @@ def _changed(value):
 def _arguments(method):
     cls, fixed = generator_class(method)
     params = inspect.signature(cls.__init__).parameters
-    args = {name: _changed(p.default) for name, p in params.items() if name not in ("self", "epsilon", "delta")}
+    args = {name: _changed(p.default) for name, p in params.items()
+            if name not in ("self", "epsilon", "delta") and p.kind is not p.VAR_KEYWORD}
     return {"epsilon": 2, "delta": 1e-7, **args, **EXPLICIT.get(method, {}), **fixed}
 
 
@@ -155,3 +155,40 @@ def test_pmse_stores_its_options_as_passed_and_derives_in_fit():
         dpsynth.PMSEMechanism(1.0, cart={"depth": 3})
     with pytest.raises(TypeError, match="keep_diagnostics must be True or False"):
         dpsynth.PMSEMechanism(1.0, keep_diagnostics=1)
+
+
+def test_missing_data_wrappers_store_what_the_user_passed(toy):
+    """CompleteRows and ImputeFirst keep their arguments and the wrapped generator's options as passed
+    (get_params returns both, clone copies them); fit derives count_share_, impute_share_, impute_columns_."""
+    from sklearn.base import clone
+
+    from dpsynth.missing.strategies import CompleteRows, ImputeFirst
+
+    df, schema = toy
+    order = ["grp", "sex", "age"]
+    gen = CompleteRows(1.0, 1e-6, generator="kamino", order=order, epochs=1)  # add/remove: no count_share
+    assert gen.get_params() == {"epsilon": 1.0, "delta": 1e-6, "generator": "kamino", "n_complete": None,
+                                "count_share": None, "order": order, "epochs": 1}
+    assert gen.get_params()["order"] is order and clone(gen).get_params()["order"] is not order
+    gen = CompleteRows(1.0, generator="privbayes", k=1.0)  # replace-one: 2% of ε for the count when None
+    twin = clone(gen)
+    assert twin.get_params() == gen.get_params() and twin.method == "complete-rows:privbayes"
+    gen.fit(df, schema, seed=1)
+    assert gen.count_share is None and gen.count_share_ == 0.02 and gen.generator_.k == 1
+    assert CompleteRows(1.0, generator="privbayes", n_complete=50.0).n_complete == 50  # a whole float from R
+    columns = ("age", "sex")
+    gen = ImputeFirst(2.0, generator="independent", imputation="dp-mean", impute_columns=columns)
+    gen.fit(df, schema, seed=1)
+    assert gen.get_params()["impute_columns"] is columns and gen.impute_share is None
+    assert gen.impute_columns_ == ["age", "sex"] and gen.impute_share_ == 0.25
+    assert ImputeFirst(1.0, imputation="dp-mean", impute_columns="age").fit(df, schema, seed=1).impute_columns_ == ["age"]
+    with pytest.raises(ValueError, match="count_share must be a fraction of the budget"):
+        CompleteRows(1.0, generator="privbayes", count_share=1.5)
+    with pytest.raises(TypeError, match="n_complete must be a whole number"):
+        CompleteRows(1.0, generator="privbayes", n_complete=2.5)
+    with pytest.raises(ValueError, match="impute_share must be a fraction of the budget"):
+        ImputeFirst(1.0, imputation="dp-mean", impute_share=1.0)
+    with pytest.raises(TypeError, match="impute_share must be a number"):
+        ImputeFirst(1.0, imputation="dp-mean", impute_share="0.5")
+    with pytest.raises(TypeError, match="impute_columns must be None, a column name or a list"):
+        ImputeFirst(1.0, impute_columns=3)

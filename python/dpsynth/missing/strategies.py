@@ -43,13 +43,14 @@ Example
 """
 from __future__ import annotations
 
-import numbers
+from collections.abc import Collection
 
 import numpy as np
 import pandas as pd
 
-from ..generators.base import Generator, check_count
+from ..generators.base import Generator
 from ..privacy import laplace_counts, laplace_values
+from ..validation import check_choice, check_count, check_number, check_share
 
 IMPUTATIONS = ("random", "dp-mean")
 COUNT_SHARE = 0.02  # CompleteRows around a replace-one generator: share of ε for the noisy complete-row count
@@ -74,7 +75,11 @@ def _resolve(generator):
 
 
 class _GeneratorWrapper(Generator):
-    """Shared plumbing: construct, fit and sample the wrapped generator on one ledger."""
+    """Shared plumbing: construct, fit and sample the wrapped generator on one ledger.
+
+    The constructor stores what the user passed (``generator`` and the wrapped generator's
+    ``options`` as given), so ``get_params`` returns the named arguments and those options together
+    and ``sklearn.base.clone`` copies a wrapper; the wrapped generator is built in ``fit``."""
 
     relation = "add-remove"
     needs_delta = False
@@ -87,7 +92,7 @@ class _GeneratorWrapper(Generator):
         if clash:
             raise ValueError(f"generator {name!r} fixes {sorted(clash)}; do not pass them as options")
         self.generator = generator
-        self.generator_options = {**fixed, **options}
+        self.generator_options = options  # the wrapped generator's options, as passed
         self._inner_cls = cls
         # instance-level requirements follow the wrapped generator (checked by Generator.__init__/fit)
         self.needs_delta = bool(cls.needs_delta)
@@ -96,6 +101,11 @@ class _GeneratorWrapper(Generator):
         self.method = f"{self.strategy}:{name}"
         super().__init__(epsilon, delta)
 
+    def get_params(self, deep: bool = False) -> dict:
+        """The named arguments and the wrapped generator's options, as passed: ``type(w)(**w.get_params())``
+        builds the same wrapper."""
+        return {**super().get_params(deep), **self.generator_options}
+
     def _fit_inner(self, frame: pd.DataFrame, epsilon: float, source, n_public: int | None = None) -> None:
         """Fit the wrapped generator on ``frame`` with budget ``epsilon`` (and the full δ), then move
         its spends into this wrapper's ledger and make both share that ledger.
@@ -103,7 +113,8 @@ class _GeneratorWrapper(Generator):
         The composition is checked: a replace-one generator under an add/remove wrapper must get a
         table whose size ``n_public`` is public or released (see :class:`CompleteRows`); its spends
         are then recorded under the wrapper's relation, the one relation of the whole release."""
-        inner = self._inner_cls(epsilon, self.delta, **self.generator_options)
+        cls, fixed, _ = _resolve(self.generator)
+        inner = cls(epsilon, self.delta, **{**fixed, **self.generator_options})
         composed = inner.relation != self.relation
         if composed and not (inner.relation == "replace-one" and self.relation == "add-remove"
                              and n_public is not None and len(frame) == n_public):
@@ -160,42 +171,37 @@ class CompleteRows(_GeneratorWrapper):
     """
 
     strategy = "complete-rows"
+    derived_options = ("count_share",)  # in use: count_share_, set in fit (the 2% default for None)
 
     def __init__(self, epsilon: float, delta: float | None = None, generator="independent",
                  n_complete: int | None = None, count_share: float | None = None, **options):
         super().__init__(epsilon, delta, generator, **options)
-        inner_relation = self.relation
-        self.relation = "add-remove"
-        if inner_relation == "add-remove":
+        if self.relation == "add-remove":
             if n_complete is not None or count_share is not None:
                 raise ValueError(f"{self.method}: the wrapped generator releases its own noisy n under add/remove; "
                                  "n_complete and count_share are for replace-one generators (privbayes, pmse)")
         else:
+            self.relation = "add-remove"
             self.needs_bounds = True  # padding rows are drawn from the public domain
             if n_complete is not None and count_share is not None:
                 raise ValueError("give n_complete (public) or count_share (share of ε for a noisy count), not both")
-            if n_complete is not None:
-                n_complete = check_count(n_complete, "n_complete")
-            elif count_share is None:
-                count_share = COUNT_SHARE
-            if count_share is not None:
-                if isinstance(count_share, bool) or not isinstance(count_share, numbers.Real) \
-                        or not 0 < count_share < 1:
-                    raise ValueError(f"count_share must be a share of ε in (0, 1), e.g. {COUNT_SHARE}; "
-                                     f"got {count_share!r}")
-                count_share = float(count_share)
-        self.n_complete = n_complete
-        self.count_share = count_share
+        # stored as passed (a whole float for n_complete as that int); the share in use is count_share_
+        self.n_complete = None if n_complete is None else check_count(n_complete, "n_complete")
+        self.count_share = None if count_share is None else check_share(count_share, "count_share")
 
     def _fit(self, codes, data, source):
         complete = data[(codes >= 0).all(axis=1)]
-        if self._inner_cls.relation == "add-remove":
+        replace_one = self._inner_cls.relation != "add-remove"
+        self.count_share_ = None  # the share of ε in use for the noisy count (replace-one, no public size)
+        if replace_one and self.n_complete is None:
+            self.count_share_ = COUNT_SHARE if self.count_share is None else self.count_share
+        if not replace_one:
             self._fit_inner(complete, self.epsilon, source)
             return
         eps = self.epsilon
         size = self.n_complete
         if size is None:
-            eps_n = self.count_share * eps
+            eps_n = self.count_share_ * eps
             noisy = laplace_counts(np.array([len(complete)], dtype=np.int64), epsilon=eps_n, sensitivity=1,
                                    ledger=self.ledger, source=source, step="number of complete rows",
                                    relation=self.relation, attributes=self.schema_.names,
@@ -226,47 +232,56 @@ class ImputeFirst(_GeneratorWrapper):
 
     ``imputation="random"``: uniform draws from the public domain, no budget.
     ``imputation="dp-mean"``: ``impute_share`` (default 0.25; the paper used 0.25, 0.5, 0.75) of ε
-    goes to DP means/histograms of ``impute_columns`` (default: all columns), the rest to the
-    generator. See the module docstring for the sensitivities.
+    goes to DP means/histograms of ``impute_columns`` (default: all columns; a list of names or one
+    name), the rest to the generator. See the module docstring for the sensitivities. ``options`` go
+    to the wrapped generator.
     """
 
     strategy = "impute-first"
     needs_bounds = True
+    derived_options = ("impute_share", "impute_columns")  # in use: <name>_, set in fit
 
     def __init__(self, epsilon: float, delta: float | None = None, generator="independent",
                  imputation: str = "random", impute_share: float | None = None, impute_columns=None, **options):
-        if imputation not in IMPUTATIONS:
-            raise ValueError(f"imputation must be one of {list(IMPUTATIONS)}, got {imputation!r}")
-        if impute_share is None:
-            impute_share = 0.25 if imputation == "dp-mean" else 0.0
-        if isinstance(impute_share, bool) or not isinstance(impute_share, numbers.Real):
-            raise TypeError(f"impute_share must be a number, got {impute_share!r}")
-        impute_share = float(impute_share)
-        if imputation == "random" and impute_share != 0:
-            raise ValueError("random imputation reads no private value and spends no budget; leave impute_share "
-                             "unset (or 0)")
-        if imputation == "dp-mean" and not 0 < impute_share < 1:
-            raise ValueError(f"impute_share must be in (0, 1) for dp-mean imputation, got {impute_share}")
-        self.imputation = imputation
+        check_choice(imputation, "imputation", IMPUTATIONS)
+        if impute_share is not None:
+            check_number(impute_share, "impute_share")
+            if imputation == "random" and impute_share != 0:
+                raise ValueError("random imputation reads no private value and spends no budget; leave impute_share "
+                                 "unset (or 0)")
+            if imputation == "dp-mean":
+                check_share(impute_share, "impute_share")
+        if impute_columns is not None and not isinstance(impute_columns, (str, Collection)):
+            raise TypeError(f"impute_columns must be None, a column name or a list of them, got {impute_columns!r}")
+        self.imputation = imputation  # all three stored as passed; fit derives impute_share_, impute_columns_
         self.impute_share = impute_share
-        self.impute_columns = None if impute_columns is None else [str(c) for c in impute_columns]
+        self.impute_columns = impute_columns
         self.strategy = f"impute-{imputation}"
         super().__init__(epsilon, delta, generator, **options)
 
+    def _resolve_options(self) -> None:
+        """The share of ε for the imputation (0.25 for dp-mean, 0 for random when None) and the
+        imputed columns as a list of names (None: every column)."""
+        default = 0.25 if self.imputation == "dp-mean" else 0.0
+        self.impute_share_ = float(default if self.impute_share is None else self.impute_share)
+        columns = [self.impute_columns] if isinstance(self.impute_columns, str) else self.impute_columns
+        self.impute_columns_ = None if columns is None else [str(c) for c in columns]
+
     def _fit(self, codes, data, source):
         schema = self.schema_
-        if self.impute_columns is not None:
-            unknown = [c for c in self.impute_columns if c not in schema.columns]
+        self._resolve_options()
+        if self.impute_columns_ is not None:
+            unknown = [c for c in self.impute_columns_ if c not in schema.columns]
             if unknown:
                 raise ValueError(f"impute_columns {unknown} are not in the schema")
         rng = source.spawn()
         if self.imputation == "random":
             self.imputation_values_ = None
-            filled = _fill(data, schema, rng, lambda col, k: _uniform_draws(col, k, rng), self.impute_columns)
+            filled = _fill(data, schema, rng, lambda col, k: _uniform_draws(col, k, rng), self.impute_columns_)
             self._fit_inner(filled, self.epsilon, source)
             return
-        columns = self.impute_columns if self.impute_columns is not None else schema.names
-        eps_impute = self.impute_share * self.epsilon
+        columns = self.impute_columns_ if self.impute_columns_ is not None else schema.names
+        eps_impute = self.impute_share_ * self.epsilon
         eps_col = eps_impute / len(columns)
         self.imputation_values_ = {}
         for name in columns:
