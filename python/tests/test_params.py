@@ -192,3 +192,25 @@ def test_missing_data_wrappers_store_what_the_user_passed(toy):
         ImputeFirst(1.0, imputation="dp-mean", impute_share="0.5")
     with pytest.raises(TypeError, match="impute_columns must be None, a column name or a list"):
         ImputeFirst(1.0, impute_columns=3)
+
+
+def test_pmse_comparators_check_through_validation():
+    """NoisyBayesSynth and SmoothHistogram store their counts as passed, checked by dpsynth.validation."""
+    from sklearn.base import clone
+
+    from dpsynth.generators.comparators import NoisyBayesSynth, SmoothHistogram
+
+    gen = NoisyBayesSynth(1.0, n_releases=3)
+    assert gen.get_params() == {"epsilon": 1.0, "delta": None, "n_releases": 3} and clone(gen).n_releases == 3
+    assert type(NoisyBayesSynth(1.0, n_releases=2.0).n_releases) is int  # R's 2
+    with pytest.raises(TypeError, match="n_releases must be a whole number"):
+        NoisyBayesSynth(1.0, n_releases=2.5)
+    with pytest.raises(ValueError, match="n_releases must be at least 1, got 0"):
+        NoisyBayesSynth(1.0, n_releases=0)
+    gen = SmoothHistogram(1.0, bins=4)
+    assert gen.get_params() == {"epsilon": 1.0, "delta": None, "bins": 4, "k": None}
+    assert clone(gen).get_params() == gen.get_params()
+    with pytest.raises(TypeError, match="k must be None or a whole number"):
+        SmoothHistogram(1.0, k=True)
+    with pytest.raises(ValueError, match="bins must be at least 1"):
+        SmoothHistogram(1.0, bins=0)

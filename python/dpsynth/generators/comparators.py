@@ -29,16 +29,21 @@ Example
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 import pandas as pd
 
-from ..privacy import NoiseSource, PrivacyLedger, check_epsilon, laplace_values, observe_noise_input
+from ..privacy import NoiseSource, PrivacyLedger, laplace_values, observe_noise_input
+from ..validation import check_count, check_epsilon, check_int
 from .base import Generator
 
 
 # ====================================================================== helpers
+def _optional_count(value, name: str) -> int | None:
+    """None, or an integer ≥ 1 (:func:`dpsynth.validation.check_int`)."""
+    return check_int(value, name, minimum=1, allow_none=True)
+
+
 def _numeric_block(data: pd.DataFrame, schema, what: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Names, bounds (p × 2) and clipped values (n × p) of the numeric columns; rejects the rest."""
     cats = [c for c in schema.names if schema[c].is_categorical]
@@ -152,9 +157,7 @@ class NoisyBayesSynth(Generator):
 
     def __init__(self, epsilon: float, delta: float | None = None, *, n_releases: int = 10):
         super().__init__(epsilon, delta)
-        if isinstance(n_releases, bool) or not isinstance(n_releases, numbers.Integral) or n_releases < 1:
-            raise ValueError(f"n_releases must be a positive integer, got {n_releases!r}")
-        self.n_releases = int(n_releases)
+        self._set_params(locals(), {"n_releases": check_count})  # as passed (a whole float as that int)
 
     def _fit(self, codes, data, source):
         names, bounds, x = _numeric_block(data, self.schema_, "NoisyBayesSynth")
@@ -202,10 +205,7 @@ class SmoothHistogram(Generator):
 
     def __init__(self, epsilon: float, delta: float | None = None, *, bins: int | None = None, k: int | None = None):
         super().__init__(epsilon, delta)
-        for name, v in (("bins", bins), ("k", k)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
-                raise ValueError(f"{name} must be a positive integer or None, got {v!r}")
-        self.bins, self.k = bins, k
+        self._set_params(locals(), {"bins": _optional_count, "k": _optional_count})
 
     def _fit(self, codes, data, source):
         schema = self.schema_
