@@ -1,10 +1,13 @@
 """Issue 19's structural acceptance lines, checked on the source of python/dpsynth with ``ast``:
 no import cycle between its modules (imports at module level and inside functions, relative imports
-resolved), no module over 600 lines, and no module importing another module's private names."""
+resolved), no package importing one above it (:data:`LAYERS`), no module over 600 lines, and no
+module importing another module's private names."""
 from __future__ import annotations
 
 import ast
 import pathlib
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "dpsynth"
 MAX_LINES = 600
@@ -116,12 +119,33 @@ def cycles(edges) -> list[list[str]]:
     return out
 
 
+def in_package(module: str, package: str) -> bool:
+    """``module`` is dpsynth.<package> or one of its submodules."""
+    name = f"dpsynth.{package}"
+    return module == name or module.startswith(name + ".")
+
+
+def package_imports(edges, package: str, other: str) -> list[str]:
+    """The imports from the modules of dpsynth.<package> into those of dpsynth.<other>, as
+    ``"a -> b (line n)"``."""
+    return [f"{a} -> {b} (line {line})" for a, targets in edges.items() if in_package(a, package)
+            for b, line in targets.items() if in_package(b, other)]
+
+
+# (package, a package above it that it must not import): the layers of ARCHITECTURE.md. Schema.validate
+# reaches data kept in DuckDB or Spark through the opener marginals registers (dpsynth.schema.sources)
+LAYERS = [("schema", "marginals")]
+
+
 def test_the_graph_sees_function_level_and_relative_imports():
     edges, _ = import_graph()
     assert len(MODULES) > 50 and "dpsynth.marginals.backends" in MODULES
-    # Schema.validate opens data kept in DuckDB or Spark with a function-level relative import
-    assert "dpsynth.marginals.backends" in edges["dpsynth.schema.table"]
+    # domains learned under DP import the privacy package inside the function that needs it
+    assert "dpsynth.privacy.domains" in edges["dpsynth.schema.learn"]
+    assert "dpsynth.marginals.backends" in edges["dpsynth.marginals"]  # the lazy open_table
     assert "dpsynth.marginals.rows" in edges["dpsynth.marginals.backends"]
+    assert "dpsynth.marginals.backends -> dpsynth.schema.column" in " ".join(package_imports(edges, "marginals",
+                                                                                              "schema"))
     assert cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
 
 
@@ -130,6 +154,13 @@ def test_no_import_cycle_inside_dpsynth():
     found = cycles(edges)
     detail = [f"{a} -> {b} (line {line})" for c in found for a in c for b, line in edges[a].items() if b in c]
     assert not found, "import cycles:\n" + "\n".join(detail)
+
+
+@pytest.mark.parametrize("package, above", LAYERS)
+def test_a_package_imports_nothing_from_a_package_above_it(package, above):
+    edges, _ = import_graph()
+    found = package_imports(edges, package, above)
+    assert not found, f"{package} imports {above}:\n" + "\n".join(found)
 
 
 def test_no_module_imports_another_modules_private_names():

@@ -35,6 +35,7 @@ Example
 """
 from __future__ import annotations
 
+from ..schema.sources import register_opener
 from .rows import (MAX_CELLS, EncodedRows, Rows, as_rows, count_marginal, count_with_missing, observed_mask,
                    table_spec)
 
@@ -45,6 +46,9 @@ def open_table(data, schema=None, **options):
     from .backends import open_table as _open
 
     return _open(data, schema, **options)
+
+
+register_opener(open_table)  # Schema.validate on a path, a DuckDB relation or a Spark DataFrame
 
 
 __all__ = ["MAX_CELLS", "Rows", "EncodedRows", "as_rows", "open_table", "count_marginal", "count_with_missing",

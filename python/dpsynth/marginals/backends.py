@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import pandas as pd
 
-# the schema's submodules, not the package: schema/table.py imports this module (Schema.validate)
 from ..schema.checks import unknown_categories_message
 from ..schema.column import MISSING
 from .rows import EncodedRows, Rows, table_spec

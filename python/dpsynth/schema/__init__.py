@@ -21,8 +21,9 @@ Example
 
 Modules: :mod:`~dpsynth.schema.column` (one column, read from a dict), :mod:`~dpsynth.schema.table`
 (the :class:`Schema`), :mod:`~dpsynth.schema.codes` (encoding, decoding, output dtypes),
-:mod:`~dpsynth.schema.checks` (argument checks and their messages) and :mod:`~dpsynth.schema.learn`
-(domains learned under DP).
+:mod:`~dpsynth.schema.checks` (argument checks and their messages), :mod:`~dpsynth.schema.learn`
+(domains learned under DP) and :mod:`~dpsynth.schema.sources` (where data that are not a DataFrame
+are validated: the opener :mod:`dpsynth.marginals` registers).
 """
 from __future__ import annotations
 

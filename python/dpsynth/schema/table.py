@@ -19,6 +19,7 @@ from .checks import (bound_number, check_frame, missing_domains_message, name_ma
 from .codes import category_codes, decode_column, encode_column
 from .column import DEFAULT_BINS, Column, DataDerivedSchemaWarning, column_from_dict
 from .learn import learn_domains
+from .sources import open_source
 
 
 @dataclass
@@ -287,11 +288,10 @@ class Schema:
         valid data (a neighbour of data with one observed value), and refusing it would release that
         fact. ``allow_empty``: accept a table without rows (a strategy's subset of the rows).
         ``df`` may also be a Parquet/CSV path, a DuckDB relation or a Spark DataFrame: the same
-        checks then run as queries where the data live (:mod:`dpsynth.marginals.backends`)."""
+        checks then run as queries where the data live, by the source its reader provides
+        (:mod:`dpsynth.schema.sources`; :mod:`dpsynth.marginals.backends`)."""
         if not isinstance(df, pd.DataFrame):
-            from ..marginals.backends import open_table
-
-            open_table(df, self).validate(self, allow_empty=allow_empty)
+            open_source(df, self).validate(self, allow_empty=allow_empty)
             return
         check_frame(df, allow_empty)
         self.check_columns([str(c) for c in df.columns])
