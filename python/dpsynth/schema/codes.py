@@ -110,6 +110,7 @@ def cast_to_schema(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     private data were (whether any cell was missing, how the caller stored the column), so neither
     the synthetic data nor a saved generator reveal them. Other columns are left as they are.
 
+    >>> from dpsynth.schema import Schema
     >>> s = Schema.from_dict({"g": {"type": "categorical", "categories": ["b", "a"]},
     ...                       "x": {"type": "numeric", "lower": 0, "upper": 9, "integer": True}})
     >>> cast_to_schema(pd.DataFrame({"g": ["a", None], "x": [1.0, 2.0]}), s).dtypes.astype(str).tolist()
