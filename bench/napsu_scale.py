@@ -9,7 +9,7 @@ present at each width):
   (its MST selection run privately, as in a fit); seconds per evaluation of the noise-aware log
   density by junction-tree messages (:class:`dpsynth.graphical.gaussian_tree.GaussianTree`, the
   default) and by the reduced form it replaced (a clamped pass over D × tree cells and a (D+1)²
-  Cholesky), one point at a time, and — with ``--fit-widths`` — a whole fit's ESS per second (min
+  Cholesky), one point at a time, and — at the ``--fit-widths`` — a whole fit's ESS per second (min
   bulk ESS of the released cells over the MCMC seconds). The growth exponent is the slope of
   log(seconds) on log(columns).
 - **coverage** (``--reps``): fit + 20 datasets at 15 columns, seconds and peak memory (the
@@ -18,7 +18,7 @@ present at each width):
   + sex + race cover the coefficients of the same regression on the real data (all 32,561 rows,
   the same binning).
 
-Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths] [--reps 1] [--seed0 0]
+Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0]
 Prints progress on stderr and one JSON object on the last line of stdout.
 """
 from __future__ import annotations
@@ -141,7 +141,7 @@ def main(argv=None):
 
     ap = _common.parser(__doc__)
     ap.add_argument("--widths", type=int, nargs="*", default=[5, 10, 15])
-    ap.add_argument("--fit-widths", action="store_true", help="also fit at each width for ESS per second")
+    ap.add_argument("--fit-widths", type=int, nargs="*", default=[], help="widths also fitted, for ESS per second")
     ap.add_argument("--reps", type=int, default=1, help="fits + 20 datasets at 15 columns (coverage)")
     ap.add_argument("--seed0", type=int, default=0)
     args = ap.parse_args(argv)
@@ -152,7 +152,7 @@ def main(argv=None):
         cols = ORDER[:k]
         gen, measurements = built_model(df, schema, cols, seed=args.seed0)
         row = per_evaluation(gen, measurements)
-        if args.fit_widths:
+        if k in args.fit_widths:
             fitted, _, seconds = one_fit(df, schema, cols, args.seed0)
             d = fitted.diagnostics_
             row.update({"fit_plus_20_seconds": round(seconds, 1), "mcmc_seconds": round(d.get("mcmc_seconds", np.nan), 1),
