@@ -69,19 +69,9 @@ def built_model(df, schema, cols, seed):
 
 def per_evaluation(gen, measurements, points: int = 3):
     """Seconds per exact log-density evaluation, tree and reduced form, at ``points`` random θ."""
-    from dpsynth.graphical.icin import IcinModel
-    from dpsynth.graphical.maxent import MaxEntModel
-    from dpsynth.graphical.noise_aware import NoiseAwareLikelihood
-
-    tables = [m.attrs for m in measurements]
-    cliques = [m.attrs for m in measurements if not any(set(m.attrs) < set(o) for o in tables)]
-    if gen.level_columns_:
-        model = IcinModel(gen.domain_, cliques, tables, incomplete=gen.level_columns_)
-    else:
-        model = MaxEntModel(gen.domain_, cliques, tables)
-    args = ([m.noisy for m in measurements], [m.sigma for m in measurements], [0] * len(tables), gen.prior_sd)
-    tree = NoiseAwareLikelihood(model, *args)
-    reduced = NoiseAwareLikelihood(model, *args, tree=False)
+    tree = gen.likelihood(measurements)
+    reduced = gen.likelihood(measurements, tree=False)
+    model = tree.model
     x = torch.as_tensor(np.random.default_rng(0).normal(0, 0.1, (points + 1, tree.dim)))
     out = {"columns": len(gen.domain_), "D": model.D, "released_cells": model.P,
            "tree_cells": model.jt.size(), "largest_clique_cells": max(model.jt.clique_domain(i).size()

@@ -432,7 +432,10 @@ class NAPSUMQ(PosteriorSampling, Generator):
         tables = maximal_cliques([*self.forced_queries_, *fixed, *res.selected, *[(a,) for a in domain.attrs]])
         return self._measure_tables(rows, domain, tables, fixed, source, step)
 
-    def _fit_posterior(self, measurements, source):
+    def likelihood(self, measurements, **options) -> NoiseAwareLikelihood:
+        """The max-ent (or ICIN) model of the released ``measurements`` and its noise-aware
+        likelihood (``options`` go to :class:`NoiseAwareLikelihood`); refuses a tree whose largest
+        clique exceeds ``max_cells``. Post-processing of released values only."""
         tables = [m.attrs for m in measurements]
         cliques = [m.attrs for m in measurements if not any(set(m.attrs) < set(o) for o in tables)]
         if self.missing_mode_ == "mar" and self.level_columns_:
@@ -444,13 +447,17 @@ class NAPSUMQ(PosteriorSampling, Generator):
             raise ValueError(too_large(self.domain_, clique, cells, self.max_cells) + " (the ledger shows the "
                              "budget the selection and measurement spent)")
         groups = count_groups(measurements) if self.missing_mode_ == "available-case" else [0] * len(tables)
-        lik = NoiseAwareLikelihood(model, [m.noisy for m in measurements], [m.sigma for m in measurements],
-                                   groups, self.prior_sd)
+        return NoiseAwareLikelihood(model, [m.noisy for m in measurements], [m.sigma for m in measurements],
+                                    groups, self.prior_sd, **options)
+
+    def _fit_posterior(self, measurements, source):
+        lik = self.likelihood(measurements)
+        model = lik.model
         rng = source.spawn()
         by_attrs = {m.attrs: m.noisy for m in measurements}
         x0, fisher = lik.mode(lik.initial_point([by_attrs[c] for c in model.cliques]))
         self.model_, self.likelihood_, self.measurements_ = model, lik, measurements
-        self.diagnostics_ = {"D": model.D, "P": model.P, "tables": len(tables), "cliques": len(model.cliques),
+        self.diagnostics_ = {"D": model.D, "P": model.P, "tables": len(model.tables), "cliques": len(model.cliques),
                              "junction_tree_cells": model.jt.size(), "likelihood_form": lik.form,
                              "inference": self.inference_, "rho_split": self.rho_split_.as_dict()}
         self.draws_, self.laplace_, self.weights_ = None, None, None
