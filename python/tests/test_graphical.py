@@ -414,3 +414,43 @@ def test_gaussian_tree_of_the_icin_model_matches_the_reduced_form_up_to_a_consta
     lr = reduced.log_likelihood(x)
     np.testing.assert_allclose((lt - lt[0]).numpy(), (lr - lr[0]).numpy(), atol=1e-8)
     assert float((lt - lr).std()) < 1e-8 and abs(float(lt[1] - lt[0])) > 1.0  # not a trivially flat density
+
+
+def test_table_log_density_is_each_tables_own_gaussian_and_the_surrogate_exact_for_one_table():
+    """:meth:`NoiseAwareLikelihood.table_log_density` is Σ_t log N(ŷ_t; nμ_t, n(diag μ_t − μ_tμ_tᵀ)
+    + σ_t²I) up to a constant (Sherman–Morrison against scipy's dense density); with one released
+    table that is all of eq. 6, so the surrogate whose table blocks follow θ equals the exact
+    log-posterior up to a constant, however far from its reference point (frozen V alone does not)."""
+    from scipy.stats import multivariate_normal
+
+    from dpsynth.graphical.noise_aware import NoiseAwareLikelihood
+
+    rng = np.random.default_rng(5)
+    dom = Domain(["a", "b", "c"], [2, 3, 2])
+    model = MaxEntModel(dom, [("a", "b"), ("b", "c")], [("a", "b"), ("b", "c"), ("b",)])
+    noisy, sigmas = _noisy_tables(model, rng, scale=30.0), [2.0, 4.0, 1.5]
+    lik = NoiseAwareLikelihood(model, noisy, sigmas, [0] * 3, 2.5)
+    x = torch.as_tensor(rng.normal(0, 0.7, (4, lik.dim)))
+    mu_p, n = model.table_marginals(x[:, :lik.D]), lik.counts(x)
+    got = lik.table_log_density(mu_p, n, mu_p, n).numpy()
+    want = np.zeros(4)
+    for k in range(4):
+        start = 0
+        for t, s in zip(noisy, sigmas):
+            m = mu_p[k, start:start + t.size].numpy()
+            start += t.size
+            cov = float(n[k, 0]) * (np.diag(m) - np.outer(m, m)) + s ** 2 * np.eye(m.size)
+            want[k] += multivariate_normal(float(n[k, 0]) * m, cov).logpdf(t.ravel())
+    np.testing.assert_allclose(got - got[0], want - want[0], rtol=1e-9, atol=1e-8)
+
+    one = MaxEntModel(dom, [("a", "b", "c")])
+    single = NoiseAwareLikelihood(one, _noisy_tables(one, rng, scale=30.0), [3.0], [0], 2.5)
+    x_ref = torch.zeros(single.dim, dtype=torch.float64)
+    far = torch.as_tensor(rng.normal(0, 1.0, (6, single.dim)))
+    diff = single.surrogate(x_ref)(far) - single.log_posterior(far)
+    assert float(diff.std()) < 1e-8 * float(single.log_posterior(far).abs().max())
+    # the part of the surrogate that lets V follow θ is far from constant: V frozen alone would miss it
+    mu_far, mu_ref = one.table_marginals(far[:, :single.D]), one.table_marginals(x_ref[:single.D])
+    n_far, n_ref = single.counts(far), single.counts(x_ref)
+    follow = single.table_log_density(mu_far, n_far, mu_far, n_far) - single.table_log_density(mu_far, n_far, mu_ref, n_ref)
+    assert float(follow.std()) > 1.0

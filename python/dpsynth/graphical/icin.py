@@ -125,23 +125,15 @@ class IcinModel(MaxEntModel):
         return feature, event
 
     def _flat_plan(self) -> dict:
-        """:meth:`MaxEntModel._flat_plan` on the latent tree, plus ``features`` (liftᵀ, kept only as
-        the non-zeros :meth:`_apply` uses),
-        ``tables`` (Σ n_i, P) collecting every released table cell, and ``offset`` (Σ n_i) holding
-        the δ·x_j·R_j terms of ``shift`` (each on the first clique that holds x_j and R_j)."""
+        """:meth:`MaxEntModel._flat_plan` on the latent tree (its ``tables`` collect the observed
+        table cells), plus ``features`` (liftᵀ, kept only as the non-zeros :meth:`_apply` uses) and
+        ``offset`` (Σ n_i) holding the δ·x_j·R_j terms of ``shift`` (each on the first clique that holds x_j and R_j)."""
         cache = self.__dict__.setdefault("_evidence_cache", {})
         if "flat_plan" in cache:
             return cache["flat_plan"]
         plan = super()._flat_plan()
         jt = self.jt
         start = np.cumsum([0] + plan["sizes"])
-        tables = torch.zeros((int(start[-1]), self.P), dtype=DTYPE)
-        col = 0
-        for t, size in zip(self.tables, self.table_sizes):
-            i = self._holder(self.lifted(t))
-            _, event = self._statistic_hits(i, t, np.arange(size))
-            tables[start[i]:start[i + 1], col:col + size] = torch.as_tensor(event.T, dtype=DTYPE)
-            col += size
         offset = torch.zeros(int(start[-1]), dtype=DTYPE)
         for a, delta in self.shift.items():
             i = self._holder((a, indicator(a)))
@@ -150,7 +142,7 @@ class IcinModel(MaxEntModel):
             term = grid[ldom.attrs.index(a)] * grid[ldom.attrs.index(indicator(a))]
             offset[start[i]:start[i + 1]] += delta * torch.as_tensor(term, dtype=DTYPE)
         rows, cols = torch.nonzero(plan["lift"], as_tuple=True)
-        plan.update(features_nonzero=(cols, rows, self.D), tables=tables, offset=offset)
+        plan.update(features_nonzero=(cols, rows, self.D), offset=offset)
         return plan
 
     def cell_map(self):
