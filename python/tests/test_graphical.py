@@ -416,13 +416,14 @@ def test_gaussian_tree_of_the_icin_model_matches_the_reduced_form_up_to_a_consta
     assert float((lt - lr).std()) < 1e-8 and abs(float(lt[1] - lt[0])) > 1.0  # not a trivially flat density
 
 
-def test_table_log_density_is_each_tables_own_gaussian_and_the_surrogate_exact_for_one_table():
+def test_table_log_density_is_each_tables_own_gaussian_and_the_surrogate_exact_for_one_table(monkeypatch):
     """:meth:`NoiseAwareLikelihood.table_log_density` is Σ_t log N(ŷ_t; nμ_t, n(diag μ_t − μ_tμ_tᵀ)
     + σ_t²I) up to a constant (Sherman–Morrison against scipy's dense density); with one released
     table that is all of eq. 6, so the surrogate whose table blocks follow θ equals the exact
     log-posterior up to a constant, however far from its reference point (frozen V alone does not)."""
     from scipy.stats import multivariate_normal
 
+    from dpsynth.graphical import noise_aware
     from dpsynth.graphical.noise_aware import NoiseAwareLikelihood
 
     rng = np.random.default_rng(5)
@@ -447,8 +448,11 @@ def test_table_log_density_is_each_tables_own_gaussian_and_the_surrogate_exact_f
     single = NoiseAwareLikelihood(one, _noisy_tables(one, rng, scale=30.0), [3.0], [0], 2.5)
     x_ref = torch.zeros(single.dim, dtype=torch.float64)
     far = torch.as_tensor(rng.normal(0, 1.0, (6, single.dim)))
+    capped = single.surrogate(x_ref)(far) - single.log_posterior(far)
+    monkeypatch.setattr(noise_aware, "FOLLOW_CAP", 1e12)  # the soft cap lifted
     diff = single.surrogate(x_ref)(far) - single.log_posterior(far)
     assert float(diff.std()) < 1e-8 * float(single.log_posterior(far).abs().max())
+    assert float(capped.std()) > 1e-3  # capped at ±5 nats, the term no longer matches this far out
     # the part of the surrogate that lets V follow θ is far from constant: V frozen alone would miss it
     mu_far, mu_ref = one.table_marginals(far[:, :single.D]), one.table_marginals(x_ref[:single.D])
     n_far, n_ref = single.counts(far), single.counts(x_ref)

@@ -41,7 +41,8 @@ one-sided, prior-dominated tails that no sampler crosses quickly (see
   with a dense mass matrix adapted in warm-up from the pooled draws of all chains, 64 chains (one
   batch) started at draws from N(mode, 0.3² F⁻¹) (F the Fisher information at the mode). The
   chains target a cheap *surrogate*: the likelihood with its covariance V frozen at the warm-up
-  draws' centre (:meth:`NoiseAwareLikelihood.surrogate`, one unclamped message pass per gradient).
+  draws' centre except each released table's own block, which follows θ
+  (:meth:`NoiseAwareLikelihood.surrogate`, one unclamped message pass per gradient).
   Up to ``IMPORTANCE_DRAWS`` draws, thinned evenly, are then reweighted to the exact posterior by
   Pareto-smoothed importance sampling (PSIS; Vehtari et al. 2024), and the synthetic datasets are
   drawn by sampling-importance-resampling. Diagnostics on the released cells' probabilities:

@@ -2,7 +2,8 @@
 of θ from the noise-aware posterior), kept apart from the generator's measurement and model.
 
 :class:`PosteriorSampling` is a mixin of :class:`dpsynth.generators.napsu.NAPSUMQ`: it runs HMC on
-the frozen-V surrogate of the likelihood (:meth:`NoiseAwareLikelihood.surrogate`), extends the run
+the surrogate of the likelihood (V frozen but for each table's own block:
+:meth:`NoiseAwareLikelihood.surrogate`), extends the run
 while the released cells' split R̂ / bulk ESS miss their targets, reweights the draws to the exact
 posterior by Pareto-smoothed importance sampling (Vehtari et al. 2024), and hands m posterior draws
 to the sampler of synthetic rows. It reads the generator's options (``inference``, ``mcmc_*``,
@@ -54,7 +55,7 @@ class PosteriorSampling:
         """Dispersed starts N(mode, INIT_SCALE² F⁻¹), adapted dense-metric HMC, and up to
         :data:`MAX_EXTENSIONS` extensions, each as long as the first run, while the cells' R̂ / ESS
         miss their targets. ``"hmc"``: the chains
-        target the frozen-V surrogate and the draws are reweighted to the exact posterior by
+        target the surrogate and the draws are reweighted to the exact posterior by
         Pareto-smoothed importance sampling; ``"hmc-da"``: delayed acceptance, exact but sticky."""
         delayed = self.inference_ == "hmc-da"
         cov0 = 0.5 * (cov0 + cov0.T)
