@@ -135,6 +135,8 @@ class GaussianTree:
                 g.finish()
             self.rows.append(groups)
         self.plans = [self._plan(i) for i in range(k)]
+        #: the most aggregate rows m of any clique (its message factorises an m × m matrix)
+        self.largest_block = max(p["m"] for p in self.plans)
 
     def _plan(self, i: int) -> dict:
         """Flat scatter positions of clique i's cells in F diag(p) Fᵀ (m × m) and in F Πᵀ

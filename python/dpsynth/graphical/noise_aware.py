@@ -66,6 +66,11 @@ EXACT_CHUNK = 2
 #: the same for the junction-tree form (:class:`GaussianTree`): Adult-10 under MAR / with every
 #: column MCAR, 0.55 / 1.2 ms per point in chunks of 32 against 1.9 / 2.7 ms one at a time
 TREE_CHUNK = 32
+#: ... and at most this many entries per point's largest clique block m × m in a chunk (chunk =
+#: TREE_CHUNK_ELEMENTS // m², 1 to TREE_CHUNK): Adult-10 under MAR has m = 122 (chunks of 32); the
+#: bundled 15-column Adult has m = 672, where a chunk of 32 (115 MB per tensor) was slower per
+#: point than chunks of 1–2
+TREE_CHUNK_ELEMENTS = 32 * 128 ** 2
 #: the surrogate's tables-follow-θ term is soft-capped at ± this many nats (c ↦ K·tanh(c/K)). Uncapped,
 #: the frozen full quadratic less the frozen table blocks is indefinite, so far from the data the
 #: term can grow without bound and hold a chain in a spurious region (Adult-10 MAR, seed 0: one
@@ -275,10 +280,14 @@ class NoiseAwareLikelihood:
 
     def log_posterior_many(self, x: torch.Tensor) -> torch.Tensor:
         """:meth:`log_posterior` of many points (n, dim), without gradients, in chunks of
-        :data:`TREE_CHUNK` (junction-tree form) or :data:`EXACT_CHUNK` (the clamped pass's tensors,
+        :data:`TREE_CHUNK` (junction-tree form; fewer when its largest clique block is large) or
+        :data:`EXACT_CHUNK` (the clamped pass's tensors,
         points × D × tree cells, then stay in cache, where one batch of 64 would stream hundreds
         of MB per operation)."""
-        chunk = EXACT_CHUNK if self.tree is None else TREE_CHUNK
+        if self.tree is None:
+            chunk = EXACT_CHUNK
+        else:
+            chunk = min(TREE_CHUNK, max(1, TREE_CHUNK_ELEMENTS // self.tree.largest_block ** 2))
         with torch.no_grad():
             return torch.cat([self.log_posterior(c) for c in x.split(chunk)])
 
