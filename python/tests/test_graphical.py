@@ -458,3 +458,18 @@ def test_table_log_density_is_each_tables_own_gaussian_and_the_surrogate_exact_f
     n_far, n_ref = single.counts(far), single.counts(x_ref)
     follow = single.table_log_density(mu_far, n_far, mu_far, n_far) - single.table_log_density(mu_far, n_far, mu_ref, n_ref)
     assert float(follow.std()) > 1.0
+
+
+def test_psis_takes_bounded_ratios_as_they_are_and_flags_heavy_tails():
+    """Ratios within PSIS_BOUNDED_RATIO of one another are used raw (k̂ = −∞: no tail to fit);
+    a heavy-tailed ratio (log ratio exponential, so ratios Pareto with shape 1) is flagged."""
+    from dpsynth.graphical.posterior import psis_weights
+
+    rng = np.random.default_rng(0)
+    lr = 0.1 * rng.standard_normal(2000)
+    lr = 0.39 * (lr - lr.min()) / np.ptp(lr)             # every ratio within e^0.39 ≈ 1.48
+    w, k, eff = psis_weights(lr)
+    np.testing.assert_allclose(w, np.exp(lr) / np.exp(lr).sum())
+    assert k == -np.inf and eff > 0.96
+    _, k_heavy, _ = psis_weights(rng.exponential(1.0, 2000))
+    assert k_heavy > 0.7
