@@ -147,6 +147,9 @@ def main(argv=None):
             d = fitted.diagnostics_
             row.update({"fit_plus_20_seconds": round(seconds, 1), "mcmc_seconds": round(d.get("mcmc_seconds", np.nan), 1),
                         "ess_bulk_min_cells": round(d.get("ess_bulk_min_cells", np.nan), 1),
+                        "rhat_max_cells": round(d.get("rhat_max_cells", np.nan), 4),
+                        "importance_efficiency": round(d.get("importance_efficiency", np.nan), 4),
+                        "pareto_k": round(d.get("pareto_k", np.nan), 3),
                         "ess_per_second": round(d.get("ess_bulk_min_cells", np.nan) / d.get("mcmc_seconds", np.nan), 3)})
         _common.log(row)
         out["growth"].append(row)
