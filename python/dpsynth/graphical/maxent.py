@@ -262,23 +262,9 @@ class MaxEntModel:
             masks[i][1 + row:1 + row + len(cells)] = event
             row += len(cells)
         plan = {"mask": masks, "to_sep": to_sep, "parent_to_sep": parent_to_sep, "sep_size": sep_size,
-                "lift": lift, "sizes": sizes, "collect": collect, "tables_nonzero": self._table_hits(start)}
+                "lift": lift, "sizes": sizes, "collect": collect}
         cache["flat_plan"] = plan
         return plan
-
-    def _table_hits(self, start) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """The non-zeros (clique cell, released table cell, P) of the 0/1 map from all cliques'
-        cells (flattened, clique i from ``start[i]``) to every released table cell, each table
-        read off the first clique that holds it (kept sparse: dense it is tree cells × P)."""
-        rows, cols, col = [], [], 0
-        for t, size in zip(self.tables, self.table_sizes):
-            i = self._holder(self.lifted(t))
-            _, event = self._statistic_hits(i, t, np.arange(size))
-            c, r = np.nonzero(event)
-            rows.append(r + start[i])
-            cols.append(c + col)
-            col += size
-        return torch.as_tensor(np.concatenate(rows)), torch.as_tensor(np.concatenate(cols)), self.P
 
     def _home(self, q: int) -> int:
         """The junction-tree clique that holds model clique q."""

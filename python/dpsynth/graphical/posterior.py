@@ -399,7 +399,8 @@ def psis_weights(log_ratio, r_eff: float = 1.0) -> tuple[np.ndarray, float, floa
     arviz-stats) of draws whose log density ratio target/proposal is ``log_ratio`` (flat).
     Returns (normalised weights, k̂, efficiency): k̂ ≤ 0.7 means the reweighted estimates are
     reliable (with fewer than ``PSIS_MIN_DRAWS`` draws k̂ = ∞: raw weights, not to be trusted; with
-    every ratio within ``PSIS_BOUNDED_RATIO`` of the others k̂ = −∞: raw, bounded weights); efficiency = (1/Σw²)/n is the share of the draws' effective size that survives.
+    every ratio within ``PSIS_BOUNDED_RATIO`` of the others k̂ = −∞: raw, bounded weights);
+    efficiency = (1/Σw²)/n is the share of the draws' effective size that survives.
 
     >>> w, k, eff = psis_weights(np.zeros(1000))
     >>> round(float(w.sum()), 6), round(eff, 6)
