@@ -449,7 +449,8 @@ def test_table_log_density_is_each_tables_own_gaussian_and_the_surrogate_exact_f
     x_ref = torch.zeros(single.dim, dtype=torch.float64)
     far = torch.as_tensor(rng.normal(0, 1.0, (6, single.dim)))
     capped = single.surrogate(x_ref)(far) - single.log_posterior(far)
-    monkeypatch.setattr(noise_aware, "FOLLOW_CAP", 1e12)  # the soft cap lifted
+    monkeypatch.setattr(noise_aware, "FOLLOW_CAP", 1e12)  # the soft caps lifted
+    monkeypatch.setattr(noise_aware, "LINEAR_CAP", 1e12)
     diff = single.surrogate(x_ref)(far) - single.log_posterior(far)
     assert float(diff.std()) < 1e-8 * float(single.log_posterior(far).abs().max())
     assert float(capped.std()) > 1e-3  # capped at ±5 nats, the term no longer matches this far out
@@ -473,3 +474,60 @@ def test_psis_takes_bounded_ratios_as_they_are_and_flags_heavy_tails():
     assert k == -np.inf and eff > 0.96
     _, k_heavy, _ = psis_weights(rng.exponential(1.0, 2000))
     assert k_heavy > 0.7
+
+
+def _far_mode(x):
+    """N(0, I) in 3 dimensions plus a second, far lower mode at 40 (log weight −300)."""
+    near = -0.5 * (x ** 2).sum(-1)
+    far = -0.5 * ((x - 40.0) ** 2).sum(-1) - 300.0
+    return torch.logaddexp(near, far)
+
+
+def test_hmc_restarts_a_stray_chain_in_warmup():
+    # one chain starts in the far mode: HMC cannot cross 40 sds, so without pruning it stays there
+    # (split R̂ huge); at the first window's end it is >5·√(3/2) nats below the others and restarts
+    init = torch.zeros(8, 3, dtype=torch.float64)
+    init[0] = 40.0
+    pruned = hmc(_far_mode, init, warmup=100, draws=200, rng=np.random.default_rng(0))
+    kept = hmc(_far_mode, init, warmup=100, draws=200, rng=np.random.default_rng(0), prune_strays=False)
+    assert pruned.strays == 1 and kept.strays == 0
+    assert float(pruned.draws.abs().max()) < 10 and pruned.max_rhat < 1.05
+    assert float(kept.draws[0].mean()) > 30  # the stray chain never left the far mode
+
+
+def testsettled_chains_keeps_all_when_most_would_go():
+    from dpsynth.graphical.posterior import settled_chains
+
+    lp = torch.tensor([0.0, -1.0, -2.0, -500.0], dtype=torch.float64)
+    assert settled_chains(lp, 10).tolist() == [True, True, True, False]
+    split = torch.tensor([0.0, 0.0, -500.0, -500.0, -500.0], dtype=torch.float64)
+    assert settled_chains(split, 10).all()  # the median is itself a stray: no basis to prune
+
+
+def test_surrogate_linear_term_is_soft_capped(monkeypatch):
+    """Far along its slope the surrogate's linear term rises by at most LINEAR_CAP nats (a fitted
+    slope must not open a region the chains can run off into); near x_ref it is the slope itself."""
+    from dpsynth.graphical import noise_aware
+    from dpsynth.graphical.noise_aware import LINEAR_CAP, NoiseAwareLikelihood
+
+    rng = np.random.default_rng(8)
+    dom = Domain(["a", "b"], [2, 3])
+    model = MaxEntModel(dom, [("a", "b")])
+    lik = NoiseAwareLikelihood(model, _noisy_tables(model, rng, scale=30.0), [3.0], [0], 2.5)
+    x_ref = torch.zeros(lik.dim, dtype=torch.float64)
+    fit_draws = torch.as_tensor(rng.normal(0, 0.3, (400, lik.dim)))
+    sur = lik.surrogate(x_ref, fit_draws)
+    slope, cap = sur.slope, sur.cap
+    reach = float(((fit_draws - x_ref) @ slope).abs().max())
+    assert float(slope.norm()) > 0 and cap == max(LINEAR_CAP, 2 * reach)
+    x = torch.cat([x_ref + torch.as_tensor(rng.normal(0, 50.0, (20, lik.dim))),
+                   (x_ref + 200.0 * slope / slope.norm() ** 2)[None],  # the linear term at 200 nats
+                   (x_ref + 1e-3 * slope / slope.norm())[None]])  # near x_ref
+    capped = sur(x)
+    monkeypatch.setattr(noise_aware, "LINEAR_CAP", 1e12)
+    free = lik.surrogate(x_ref, fit_draws)(x)
+    lin = (x - x_ref) @ slope
+    np.testing.assert_allclose((capped - free).numpy(), (cap * torch.tanh(lin / cap) - lin).numpy(),
+                               rtol=1e-9, atol=1e-6)
+    assert float(capped[-2] - free[-2]) <= cap - 200.0 + 1e-6
+    assert abs(float(capped[-1] - free[-1])) < 1e-9

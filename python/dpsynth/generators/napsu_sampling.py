@@ -3,7 +3,8 @@ of θ from the noise-aware posterior), kept apart from the generator's measureme
 
 :class:`PosteriorSampling` is a mixin of :class:`dpsynth.generators.napsu.NAPSUMQ`: it runs HMC on
 the surrogate of the likelihood (V frozen but for each table's own block:
-:meth:`NoiseAwareLikelihood.surrogate`), extends the run
+:meth:`NoiseAwareLikelihood.surrogate`; chains that stray far below the others' exact log density
+in warm-up restart where the others are, ``diagnostics_["warmup_restarts"]``), extends the run
 while the released cells' split R̂ / bulk ESS miss their targets, reweights the draws to the exact
 posterior by Pareto-smoothed importance sampling (Vehtari et al. 2024), and hands m posterior draws
 to the sampler of synthetic rows. It reads the generator's options (``inference``, ``mcmc_*``,
@@ -91,6 +92,7 @@ class PosteriorSampling:
             self.diagnostics_["second_stage_accept"] = res.second_stage_accept
         self.diagnostics_.update({"accept_rate": res.accept_rate, "step_size": res.step_size,
                                   "n_leapfrog": res.n_leapfrog, "divergences": res.divergences,
+                                  "warmup_restarts": res.strays,
                                   "gradient_evaluations": n_grad, "mcmc_seconds": seconds,
                                   "chains": int(draws.shape[0]), "draws_per_chain": int(draws.shape[1]),
                                   "extended": extended, **cells})

@@ -207,6 +207,7 @@ class HMCResult(_ChainSummary):
     metric: torch.Tensor = field(repr=False, default=None)  # adapted covariance (inverse mass matrix)
     second_stage_accept: float = float("nan")  # delayed acceptance: share of first-stage passes kept
     target: Callable = field(repr=False, default=None)  # the density the chains targeted at the end
+    strays: int = 0  # chains restarted at settled chains' positions in warm-up (prune_strays)
 
 
 def _shrunk_covariance(x: np.ndarray) -> np.ndarray:
@@ -241,7 +242,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
         draws: int = 200, target_accept: float = 0.8, path_length: float = 0.5 * math.pi, jitter: float = 0.5,
         max_leapfrog: int = 64, rng: np.random.Generator | None = None,
         step_size: float | None = None, surrogate: Callable | None = None,
-        delayed_acceptance: bool = True) -> HMCResult:
+        delayed_acceptance: bool = True, prune_strays: bool = True) -> HMCResult:
     """Hamiltonian Monte Carlo (Neal 2011) with a dense mass matrix adapted in warm-up, for a
     batch of chains that start at the rows of ``init`` (chains, dim) and advance together (one
     batched value-and-gradient per leapfrog step).
@@ -265,6 +266,13 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     differentiated. The surrogate is rebuilt at the mean of the draws at the end of every warm-up
     window and fixed while sampling; at the last window it also gets those draws,
     ``surrogate(c, draws)``, to fit itself to the exact density where the chains are.
+
+    ``prune_strays``: at the end of each slow warm-up window, chains whose exact log density lies
+    far below the others' (:func:`settled_chains`) restart at the position of a settled chain and
+    their window's draws are left out of the metric (and the surrogate's fit): one chain caught in a
+    region where the surrogate is high but the posterior is not would otherwise distort the metric
+    and collapse the step size of every chain. Warm-up only, so the kept draws remain a valid
+    Markov chain; the result counts the restarts (``strays``).
 
     ``delayed_acceptance=False``: no second stage; the chains target the (final, fixed) surrogate
     itself, which the result returns as ``target`` so that the caller can reweight the draws to
@@ -308,7 +316,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
 
     step = float(step_size) if step_size is not None else 0.5 * dim ** -0.25
     da = new_dual(step)
-    kept, acc_kept, n_lf_kept, divergences = [], [], [], 0
+    kept, acc_kept, n_lf_kept, divergences, strays = [], [], [], 0, 0
     for it in range(warmup + draws):
         sampling = it >= warmup
         eps = step * (float(rng.uniform(0.9, 1.1)) if sampling else 1.0)
@@ -359,14 +367,21 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
             if it >= window_start:
                 window_draws.append(x.clone())
             if windows and it + 1 == windows[0]:
-                pooled = torch.cat(window_draws).numpy()
+                good = settled_chains(exact(x), dim) if prune_strays else torch.ones(chains, dtype=torch.bool)
+                pooled = torch.stack(window_draws, dim=1)[good].reshape(-1, dim).numpy()
                 metric = torch.as_tensor(_shrunk_covariance(pooled), dtype=DTYPE)
                 chol = torch.linalg.cholesky(metric)
+                if not bool(good.all()):  # strays restart where settled chains are (warm-up only)
+                    x = x.clone()
+                    x[~good] = x[good][torch.as_tensor(rng.integers(int(good.sum()), size=int((~good).sum())))]
+                    strays += int((~good).sum())
+                    if delayed:
+                        lp_x = exact(x)
                 if surrogate is not None:  # the last window's draws also fit its linear term
                     centre = torch.as_tensor(pooled.mean(0), dtype=DTYPE)
                     guide = surrogate(centre, torch.as_tensor(pooled, dtype=DTYPE)) if len(windows) == 1 \
                         else surrogate(centre)
-                    u, gx = u_and_grad(x)
+                u, gx = u_and_grad(x)
                 windows.pop(0)
                 window_draws = []
                 step = math.exp(da["log_bar"])
@@ -382,7 +397,21 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     return HMCResult(samples, float(np.mean(acc_kept)) if acc_kept else float("nan"), step,
                      float(np.mean(n_lf_kept)) if n_lf_kept else float("nan"), n_grad, divergences,
                      time.perf_counter() - t0, split_rhat(arr), ess_bulk(arr), metric,
-                     float(np.mean(second_stage)) if second_stage else float("nan"), guide)
+                     float(np.mean(second_stage)) if second_stage else float("nan"), guide, strays)
+
+
+#: a chain whose exact log density lies more than this many standard deviations of a Gaussian
+#: target's log density (√(dim/2)) below the chains' median at the end of a warm-up window has
+#: strayed (e.g. into a region where a surrogate is high and the exact density is not)
+STRAY_SD = 5.0
+
+
+def settled_chains(log_density: torch.Tensor, dim: int) -> torch.Tensor:
+    """Mask of the chains that have not strayed (:data:`STRAY_SD`); all of them when fewer than
+    half would remain."""
+    lp = torch.where(torch.isfinite(log_density), log_density, torch.full_like(log_density, -math.inf))
+    good = lp >= lp.median() - STRAY_SD * math.sqrt(dim / 2)
+    return good if 2 * int(good.sum()) >= lp.numel() else torch.ones_like(good)
 
 
 #: fewer draws than this leave too few in the tail to fit its Pareto shape
