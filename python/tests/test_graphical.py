@@ -495,7 +495,7 @@ def test_hmc_restarts_a_stray_chain_in_warmup():
     assert float(kept.draws[0].mean()) > 30  # the stray chain never left the far mode
 
 
-def testsettled_chains_keeps_all_when_most_would_go():
+def test_settled_chains_keeps_all_when_most_would_go():
     from dpsynth.graphical.posterior import settled_chains
 
     lp = torch.tensor([0.0, -1.0, -2.0, -500.0], dtype=torch.float64)

@@ -367,21 +367,26 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
             if it >= window_start:
                 window_draws.append(x.clone())
             if windows and it + 1 == windows[0]:
-                good = settled_chains(exact(x), dim) if prune_strays else torch.ones(chains, dtype=torch.bool)
+                good = settled_chains(lp_x if delayed else exact(x), dim) if prune_strays \
+                    else torch.ones(chains, dtype=torch.bool)
                 pooled = torch.stack(window_draws, dim=1)[good].reshape(-1, dim).numpy()
                 metric = torch.as_tensor(_shrunk_covariance(pooled), dtype=DTYPE)
                 chol = torch.linalg.cholesky(metric)
-                if not bool(good.all()):  # strays restart where settled chains are (warm-up only)
+                moved = not bool(good.all())
+                if moved:  # strays restart where settled chains are (warm-up only)
+                    pick = torch.as_tensor(rng.integers(int(good.sum()), size=int((~good).sum())))
                     x = x.clone()
-                    x[~good] = x[good][torch.as_tensor(rng.integers(int(good.sum()), size=int((~good).sum())))]
-                    strays += int((~good).sum())
+                    x[~good] = x[good][pick]
                     if delayed:
-                        lp_x = exact(x)
+                        lp_x = lp_x.clone()
+                        lp_x[~good] = lp_x[good][pick]
+                    strays += int((~good).sum())
                 if surrogate is not None:  # the last window's draws also fit its linear term
                     centre = torch.as_tensor(pooled.mean(0), dtype=DTYPE)
                     guide = surrogate(centre, torch.as_tensor(pooled, dtype=DTYPE)) if len(windows) == 1 \
                         else surrogate(centre)
-                u, gx = u_and_grad(x)
+                if moved or surrogate is not None:  # new positions or a new guide: fresh energy
+                    u, gx = u_and_grad(x)
                 windows.pop(0)
                 window_draws = []
                 step = math.exp(da["log_bar"])
