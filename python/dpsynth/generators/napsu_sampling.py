@@ -30,8 +30,10 @@ IMPORTANCE_DRAWS = 6400
 #: ESS is that of the thinned draws: conservative): arviz's rank normalisation sorts every cell's
 #: draws, which took a third of a fit with two extensions (Adult-10, profiled)
 DIAGNOSTIC_DRAWS = 400
-#: extensions of the sampling phase (each as long as the first) while R̂ / ESS miss their targets
-MAX_EXTENSIONS = 2
+#: extensions of the sampling phase (each as long as the first) while R̂ / ESS miss their targets:
+#: short steps, so that a posterior that mixes quickly (complete-data Adult) stops early and a slow
+#: one (Adult-10 MAR: about 2,400 draws per chain) runs as long as it needs
+MAX_EXTENSIONS = 5
 #: Pareto k̂ above which importance-reweighted draws are not trusted (Vehtari et al. 2024)
 PARETO_K_MAX = 0.7
 #: chains start at N(mode, INIT_SCALE² F⁻¹): spread out, yet inside the region where the frozen-V
