@@ -144,7 +144,7 @@ INFERENCE = ("hmc", "hmc-da", "laplace", "slice")
 #: chains, warm-up iterations, kept draws per chain, thinning. "hmc" runs 16 chains, not more: for
 #: mixed chains split-R̂ ≈ 1 + 1/ESS per chain (Vehtari et al. 2021), so R̂ ≤ 1.01 asks for about 100
 #: effective draws *per chain*, the same run length whatever the number of chains, while a gradient
-#: costs more with more chains (surrogate, Adult-10 MAR: 5.5 ms at 16 chains, 13 ms at 64). With 64
+#: costs more with more chains (surrogate, Adult-10 MAR seed 11: 7.3 ms at 16 chains, 13.1 ms at 64). With 64
 #: chains × 400 draws + 2 extensions, MAR seeds 0 and 12 missed R̂ ≤ 1.01 (1.017, 1.0126); 16 chains
 #: met it on both (1.009 after 800 draws, 1.005 after 2,400) in about the same time
 MCMC_DEFAULTS = {"hmc": (16, 300, 400, 1), "hmc-da": (16, 300, 200, 1), "slice": (20, 20, 8, 2)}
