@@ -39,8 +39,8 @@ one-sided, prior-dominated tails that no sampler crosses quickly (see
 
 - ``inference="hmc"`` (default): Hamiltonian Monte Carlo (:func:`dpsynth.graphical.posterior.hmc`)
   with a dense mass matrix adapted in warm-up from the pooled draws of all chains, 16 chains (one
-  batch; why not more: see :data:`MCMC_DEFAULTS`) started at draws from N(mode, 0.3² F⁻¹) (F the Fisher information at the mode). The
-  chains target a cheap *surrogate*: the likelihood with its covariance V frozen at the warm-up
+  batch; why not more: see :data:`MCMC_DEFAULTS`) started at draws from N(mode, 0.3² F⁻¹) (F the
+  Fisher information at the mode). The chains target a cheap *surrogate*: the likelihood with its covariance V frozen at the warm-up
   draws' centre except each released table's own block, which follows θ
   (:meth:`NoiseAwareLikelihood.surrogate`, one unclamped message pass per gradient).
   Up to ``IMPORTANCE_DRAWS`` draws, thinned evenly, are then reweighted to the exact posterior by
@@ -48,8 +48,8 @@ one-sided, prior-dominated tails that no sampler crosses quickly (see
   drawn by sampling-importance-resampling. Diagnostics on the released cells' probabilities:
   split-R̂ of the chains (``rhat_target``), bulk ESS times the importance efficiency
   (``ess_target``) and the Pareto k̂ (≤ 0.7). While they miss, the chains run on, as long again
-  each time, up to ``MAX_EXTENSIONS`` times; when they still miss, ``diagnostics_["mixed"]`` is False, a :class:`PosteriorNotMixedWarning` is
-  raised at fit and at every ``sample()``, and the reports say so (``on_not_mixed="raise"`` makes
+  each time, up to ``MAX_EXTENSIONS`` times; when they still miss, ``diagnostics_["mixed"]`` is
+  False, a :class:`PosteriorNotMixedWarning` is raised at fit and at every ``sample()``, and the reports say so (``on_not_mixed="raise"`` makes
   it an error). Why not exact HMC: the exact gradient needs third derivatives of A(θ) (≈ 10× the
   surrogate's cost); why not delayed acceptance (``"hmc-da"``): on Adult its second stage kept
   47 % of proposals and chains stuck for up to 109 iterations (split R̂ 1.06 on every cell).
@@ -144,9 +144,9 @@ INFERENCE = ("hmc", "hmc-da", "laplace", "slice")
 #: chains, warm-up iterations, kept draws per chain, thinning. "hmc" runs 16 chains, not more: for
 #: mixed chains split-R̂ ≈ 1 + 1/ESS per chain (Vehtari et al. 2021), so R̂ ≤ 1.01 asks for about 100
 #: effective draws *per chain*, the same run length whatever the number of chains, while a gradient
-#: costs more with more chains (surrogate, Adult-10 MAR seed 11: 7.3 ms at 16 chains, 13.1 ms at 64). With 64
-#: chains × 400 draws + 2 extensions, MAR seeds 0 and 12 missed R̂ ≤ 1.01 (1.017, 1.0126); 16 chains
-#: met it on both (1.009 after 800 draws, 1.005 after 2,400) in about the same time
+#: costs more with more chains (surrogate, Adult-10 MAR seed 11: 7.3 ms at 16 chains, 13.1 ms at
+#: 64). With 64 chains × 400 draws + 2 extensions, MAR seeds 0 and 12 missed R̂ ≤ 1.01 (1.017,
+#: 1.0126); 16 chains met it on both (1.009 after 800 draws, 1.005 after 2,400) in about the same time
 MCMC_DEFAULTS = {"hmc": (16, 300, 400, 1), "hmc-da": (16, 300, 200, 1), "slice": (20, 20, 8, 2)}
 MAR_ASSUMPTION = ("missing at random given the other columns (MAR; precisely, itemwise conditionally "
                   "independent nonresponse: whether a value is missing may depend on the row's other values "

@@ -323,8 +323,8 @@ class NoiseAwareLikelihood:
         μ_i (Adult-10 under MAR, seed 3, held-out draws: importance efficiency 0.25 with V frozen,
         0.66 with the tables' blocks following θ); that term is soft-capped at ±:data:`FOLLOW_CAP`
         nats so that it cannot open a spurious region far from the data. A linear term matches the
-        exact gradient at ``x_ref``; with ``draws`` (a sample from near the posterior, e.g. the last warm-up window) it is instead the least-squares
-        fit of log p − log q over at most :func:`fit_draws` of them, which matches the
+        exact gradient at ``x_ref``; with ``draws`` (a sample from near the posterior, e.g. the last warm-up window) it is instead a ridge
+        fit (:meth:`_fitted_slope`) of log p − log q over at most :func:`fit_draws` of them, which matches the
         difference where the chains go rather than at one point (Adult-10, ε = 1: importance
         efficiency 0.19 in one fit before, median 0.31 over 20 fits after, bench/napsu_validity.py)."""
         x_ref = torch.as_tensor(x_ref, dtype=DTYPE).detach()
