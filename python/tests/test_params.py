@@ -134,6 +134,37 @@ def test_napsu_stores_its_options_as_passed_and_derives_in_fit():
         dpsynth.NAPSUMQ(1.0, 1e-6, selection_share=1.0)
 
 
+def test_napsu_sampler_defaults_follow_the_missing_data_mode():
+    """Sampler settings left at None come from MCMC_DEFAULTS for complete data and from
+    MCMC_DEFAULTS_MAR once fit knows that the declared-incomplete columns make the mode "mar";
+    settings passed are kept in either mode. The posterior is not sampled (stopped before)."""
+    import numpy as np
+    import pandas as pd
+    from dpsynth.generators.napsu_sampling import MCMC_DEFAULTS, MCMC_DEFAULTS_MAR
+
+    assert MCMC_DEFAULTS["hmc"] != MCMC_DEFAULTS_MAR["hmc"]
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({c: rng.integers(0, 2, 300) for c in ("x1", "x2", "y")}).astype(float)
+    schema = dpsynth.Schema.from_dict({c: {"type": "categorical", "categories": [0, 1]} for c in ("x1", "x2", "y")})
+
+    class Stop(Exception):
+        pass
+
+    def settings(**options):
+        gen = dpsynth.NAPSUMQ(2.0, 1e-6, queries=[("x1", "x2"), ("x2", "y")], **options)
+        gen._fit_posterior = lambda *a, **k: (_ for _ in ()).throw(Stop())
+        with pytest.raises(Stop):
+            gen.fit(df, schema, seed=1)
+        return gen.missing_mode_, tuple(getattr(gen, k + "_") for k in ("mcmc_chains", "mcmc_warmup",
+                                                                         "mcmc_draws", "mcmc_thin"))
+
+    assert settings() == ("available-case", MCMC_DEFAULTS["hmc"])
+    assert settings(incomplete="x2") == ("mar", MCMC_DEFAULTS_MAR["hmc"])
+    assert settings(incomplete="x2", mcmc_chains=4)[1] == (4, *MCMC_DEFAULTS_MAR["hmc"][1:])
+    assert settings(missing="available-case", mcmc_warmup=7)[1] == (MCMC_DEFAULTS["hmc"][0], 7,
+                                                                    *MCMC_DEFAULTS["hmc"][2:])
+
+
 def test_pmse_stores_its_options_as_passed_and_derives_in_fit():
     """PMSEMechanism keeps ``cart``, ``order`` and the None sampler settings as passed; fit fills
     in the defaults (``n_candidates_``, ``n_stages_``, ``cart_``)."""

@@ -38,8 +38,8 @@ one-sided, prior-dominated tails that no sampler crosses quickly (see
 ``shared/reference/napsu-validity.md``).
 
 - ``inference="hmc"`` (default): Hamiltonian Monte Carlo (:func:`dpsynth.graphical.posterior.hmc`)
-  with a dense mass matrix adapted in warm-up from the pooled draws of all chains, 16 chains (one
-  batch; why not more: see :data:`MCMC_DEFAULTS`) started at draws from N(mode, 0.3² F⁻¹) (F the
+  with a dense mass matrix adapted in warm-up from the pooled draws of all chains, 64 chains (one
+  batch; 16 under ``missing="mar"``: see :data:`MCMC_DEFAULTS`) started at draws from N(mode, 0.3² F⁻¹) (F the
   Fisher information at the mode). The chains target a cheap *surrogate*: the likelihood with its covariance V frozen at the warm-up
   draws' centre except each released table's own block, which follows θ
   (:meth:`NoiseAwareLikelihood.surrogate`, one unclamped message pass per gradient).
@@ -134,20 +134,13 @@ from ..schema import MISSING
 from .base import Generator, check_count
 from .marginal_model import single_thread
 from .napsu_sampling import (DIAGNOSTIC_DRAWS, IMPORTANCE_DRAWS, INIT_SCALE, MAX_EXTENSIONS, PARETO_K_MAX,  # noqa: F401
-                             PosteriorNotMixedError, PosteriorSampling)
+                             MCMC_DEFAULTS, MCMC_DEFAULTS_MAR, PosteriorNotMixedError, PosteriorSampling)
 from ..marginals.measure import Measurement, measure_marginals
 from ..marginals.mst import mst_select
 from .napsu_queries import check_queries, largest_clique, too_large
 
 DTYPE = torch.float64
 INFERENCE = ("hmc", "hmc-da", "laplace", "slice")
-#: chains, warm-up iterations, kept draws per chain, thinning. "hmc" runs 16 chains, not more: for
-#: mixed chains split-R̂ ≈ 1 + 1/ESS per chain (Vehtari et al. 2021), so R̂ ≤ 1.01 asks for about 100
-#: effective draws *per chain*, the same run length whatever the number of chains, while a gradient
-#: costs more with more chains (surrogate, Adult-10 MAR seed 11: 7.3 ms at 16 chains, 13.1 ms at
-#: 64). With 64 chains × 400 draws + 2 extensions, MAR seeds 0 and 12 missed R̂ ≤ 1.01 (1.017,
-#: 1.0126); 16 chains met it on both (1.009 after 800 draws, 1.005 after 2,400) in about the same time
-MCMC_DEFAULTS = {"hmc": (16, 300, 400, 1), "hmc-da": (16, 300, 200, 1), "slice": (20, 20, 8, 2)}
 MAR_ASSUMPTION = ("missing at random given the other columns (MAR; precisely, itemwise conditionally "
                   "independent nonresponse: whether a value is missing may depend on the row's other values "
                   "and on which of them are missing, not on the value itself); the completed datasets "
@@ -284,7 +277,12 @@ class NAPSUMQ(PosteriorSampling, Generator):
         self.mnar_shift_ = None if self.mnar_shift is None else {str(k): float(v) for k, v in self.mnar_shift.items()}
         self.analysis_list_ = [] if self.analyses is None else (
             [self.analyses] if isinstance(self.analyses, (str, tuple)) else list(self.analyses))
-        defaults = MCMC_DEFAULTS.get(self.inference_, MCMC_DEFAULTS["hmc"])
+        self._sampler_defaults(MCMC_DEFAULTS)
+
+    def _sampler_defaults(self, table: dict):
+        """``mcmc_*_`` from ``table`` for the options left at None (``fit`` calls it again with
+        :data:`MCMC_DEFAULTS_MAR` once the missing-data mode is known)."""
+        defaults = table.get(self.inference_, MCMC_DEFAULTS.get(self.inference_, MCMC_DEFAULTS["hmc"]))
         for k, default in zip(("mcmc_chains", "mcmc_warmup", "mcmc_draws", "mcmc_thin"), defaults):
             setattr(self, k + "_", default if getattr(self, k) is None else getattr(self, k))
 
@@ -352,6 +350,8 @@ class NAPSUMQ(PosteriorSampling, Generator):
         t_start = time.perf_counter()
         self._resolve_options()
         domain, level_cols = self._domain()
+        if self.missing_mode_ == "mar":
+            self._sampler_defaults(MCMC_DEFAULTS_MAR)
         fixed, among, parsed = self._plan(domain)
         among = self._check_queries(domain, fixed, among)
         names = list(domain.attrs)
