@@ -558,3 +558,29 @@ def test_surrogate_slope_is_a_cross_validated_ridge_fit_even_with_few_draws():
     assert float((slope - truth).norm() / truth.norm()) < 0.05
     assert lik._fitted_slope(frozen, x_ref, draws[:20]) is None  # too few to fit at all
     assert fit_draws(10) == SURROGATE_FIT_DRAWS and fit_draws(400) == 1604 and fit_draws(10_000) == MAX_FIT_DRAWS
+
+
+@pytest.mark.parametrize("kind", ["maxent", "icin"])
+def test_level_pass_matches_the_per_clique_pass(kind):
+    """The unclamped pass a tree level at a time (log space) gives the per-clique linear-space
+    pass's log Z and clique beliefs and their gradients, on a tree with branching, three levels,
+    a batch of two dimensions, a clique with no statistic of its own and a disconnected column."""
+    from dpsynth.graphical.icin import IcinModel
+    from dpsynth.graphical.maxent import MaxEntModel
+
+    dom = Domain(["a", "b", "c", "d", "e", "f", "g"], [3, 2, 4, 3, 2, 3, 2])
+    cliques = [("a", "b"), ("b", "c"), ("b", "d"), ("d", "e"), ("c", "f"), ("g",)]
+    model = (MaxEntModel(dom, cliques) if kind == "maxent"
+             else IcinModel(dom, cliques, incomplete=["c", "e"], shift={"c": 0.4}))
+    assert len(model._level_plan()["levels"]) >= 3
+    theta = torch.as_tensor(np.random.default_rng(1).normal(0, 1.5, (2, 3, model.D))).requires_grad_(True)
+    log_z, beliefs = model._calibrate_levels(theta)
+    ref_z, ref_b = model._calibrate_flat(theta, clamp=True)  # row 0 of the evidence axis is free
+    ref_b = [b[..., :1] for b in ref_b]
+    torch.testing.assert_close(log_z, ref_z[..., :1], rtol=0, atol=1e-12)
+    for b, r in zip(beliefs, ref_b):
+        torch.testing.assert_close(b, r, rtol=0, atol=1e-12)
+    weights = [torch.as_tensor(np.random.default_rng(k).normal(size=b.shape)) for k, b in enumerate(beliefs)]
+    g, = torch.autograd.grad(log_z.sum() + sum((w * b).sum() for w, b in zip(weights, beliefs)), theta)
+    g_ref, = torch.autograd.grad(ref_z[..., 0].sum() + sum((w * b).sum() for w, b in zip(weights, ref_b)), theta)
+    torch.testing.assert_close(g, g_ref, rtol=0, atol=1e-10)

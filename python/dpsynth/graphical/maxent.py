@@ -31,6 +31,7 @@ True
 """
 from __future__ import annotations
 
+import math
 from itertools import combinations
 from typing import Hashable, Sequence
 
@@ -347,13 +348,16 @@ class MaxEntModel:
         potential is shifted by its maximum and every message renormalised, so nothing
         overflows. With ``clamp`` the batch gains an axis of D + 1 pieces of evidence (row 0
         free, row 1 + j keeps only canonical cell j); without it, that axis has length 1.
-        Returns (log Z (…, R), the clique beliefs, (n_i, …, R) each, normalised per clique)."""
+        Returns (log Z (…, R), the clique beliefs, (n_i, …, R) each, normalised per clique).
+        Without ``clamp``, :meth:`_calibrate_levels` computes the same a level of the tree at a time."""
         jt = self.jt
         plan = self._flat_plan()
         theta = torch.as_tensor(theta, dtype=DTYPE)
         batch = tuple(theta.shape[:-1])
         if theta.shape[-1] != self.D:
             raise ValueError(f"theta must have last dimension D = {self.D}, got shape {tuple(theta.shape)}")
+        if not clamp:
+            return self._calibrate_levels(theta)
         # tables are laid out cells first, (cells, …, R): gathers and scatter-adds along the cells
         # then move whole contiguous rows of the batch
         flat = self._apply(theta.movedim(-1, 0), "lift", dim=0)
@@ -407,6 +411,96 @@ class MaxEntModel:
                 down[c] = msg / msg.sum(0, keepdim=True)
             belief[i] = full / full.sum(0, keepdim=True)
         return log_z, belief
+
+    def _level_plan(self) -> dict:
+        """Index maps of :meth:`_calibrate_levels`: the cliques grouped by depth in the junction
+        tree, cells laid out level by level (``order``: each level-ordered cell's position in the
+        flat plan), and per level d the cells' clique (``clique``), their separator cell
+        (``sep``), each separator cell's clique (``sep_clique``), and the pairs (parent cell,
+        child's separator cell, child) joining level d to level d + 1 (``pairs``)."""
+        cache = self.__dict__.setdefault("_evidence_cache", {})
+        if "level_plan" in cache:
+            return cache["level_plan"]
+        jt, plan = self.jt, self._flat_plan()
+        depth = {jt.bfs[0]: 0}
+        for i in jt.bfs[1:]:
+            depth[i] = depth[jt.parent[i]] + 1
+        levels = [[i for i in jt.bfs if depth[i] == d] for d in range(max(depth.values()) + 1)]
+        start = np.cumsum([0] + plan["sizes"])
+        cell0, sep0 = {}, {}  # a clique's first cell / separator cell within its level
+        out = []
+        for cliques in levels:
+            n = s_ = 0
+            for i in cliques:
+                cell0[i], sep0[i] = n, s_
+                n += plan["sizes"][i]
+                s_ += plan["sep_size"][i] or 0
+            lv = {"size": n, "sep_size": s_, "n": len(cliques),
+                  "clique": torch.as_tensor(np.repeat(np.arange(len(cliques)), [plan["sizes"][i] for i in cliques]))}
+            if jt.parent[cliques[0]] >= 0:
+                lv["sep"] = torch.cat([sep0[i] + plan["to_sep"][i] for i in cliques])
+                lv["sep_clique"] = torch.as_tensor(np.repeat(np.arange(len(cliques)),
+                                                             [plan["sep_size"][i] for i in cliques]))
+            out.append(lv)
+        for d, cliques in enumerate(levels[1:], start=1):
+            kids = [(c, j) for j, c in enumerate(cliques)]
+            out[d - 1]["pairs"] = tuple(torch.cat(v) for v in zip(*[
+                (cell0[jt.parent[c]] + torch.arange(plan["sizes"][jt.parent[c]]),
+                 sep0[c] + plan["parent_to_sep"][c], torch.full((plan["sizes"][jt.parent[c]],), j))
+                for c, j in kids]))
+        order = torch.as_tensor(np.concatenate([np.arange(start[i], start[i + 1]) for c in levels for i in c]))
+        lp = {"levels": out, "order": order, "inverse": torch.argsort(order)}
+        cache["level_plan"] = lp
+        return lp
+
+    def _calibrate_levels(self, theta: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """:meth:`_calibrate_flat` without evidence, in log space, one level of the junction tree
+        at a time: all cliques of a level share each gather, scatter-add and exp, so a pass costs a
+        few dozen tensor operations whatever the number of cliques (per-clique passes cost a few
+        hundred, and on CPU each costs microseconds of overhead: 80 % of a surrogate gradient on
+        Adult-10). Up: b_i = ψ_i + Σ_children lift(u_c), u_i = log Σ_{cells → separator} e^{b_i}.
+        Down: d_c = log Σ_{parent cells → separator} e^{f_p − lift(u_c)}, f_c = b_c + lift(d_c);
+        beliefs e^{f_i − log Z}. Each log-sum-exp is shifted by its group's (detached) maximum."""
+        lp, plan = self._level_plan(), self._flat_plan()
+        batch = tuple(theta.shape[:-1])
+        th = theta.reshape(-1, self.D).T                                   # (D, B)
+        rows, cols, width = self._sparse("lift")
+        flat = th.new_zeros((width, th.shape[1])).index_add(0, lp["inverse"][cols], th.index_select(0, rows))
+        if plan.get("offset") is not None:
+            flat = flat + plan["offset"].index_select(0, lp["order"])[:, None]
+        levels = lp["levels"]
+        pieces = torch.split(flat, [lv["size"] for lv in levels], dim=0)
+
+        def log_sum(x, group, n_groups, index, width):
+            """log Σ e^x over the rows of x sharing ``index`` (width bins); ``group`` (rows): the
+            shift's group of each row (n_groups of them)."""
+            with torch.no_grad():
+                top = x.new_full((n_groups, x.shape[1]), -math.inf).scatter_reduce(
+                    0, group[:, None].expand_as(x), x, "amax", include_self=True)
+            return top, x.new_zeros((width, x.shape[1])).index_add(0, index, torch.exp(x - top.index_select(0, group)))
+
+        up, below = [None] * len(levels), [None] * len(levels)
+        for d in reversed(range(len(levels))):
+            b = pieces[d]
+            if d + 1 < len(levels):
+                cell, sep, _ = levels[d]["pairs"]
+                b = b.index_add(0, cell, up[d + 1].index_select(0, sep))
+            below[d] = b
+            if d > 0:
+                lv = levels[d]
+                top, s = log_sum(b, lv["clique"], lv["n"], lv["sep"], lv["sep_size"])
+                up[d] = torch.log(s) + top.index_select(0, lv["sep_clique"])
+        log_z = torch.logsumexp(below[0], dim=0)
+        full = [below[0]]
+        for d in range(1, len(levels)):
+            cell, sep, child = levels[d - 1]["pairs"]
+            lv = levels[d]
+            x = full[d - 1].index_select(0, cell) - up[d].index_select(0, sep)
+            top, s = log_sum(x, child, lv["n"], sep, lv["sep_size"])
+            full.append(below[d] + (torch.log(s) + top.index_select(0, lv["sep_clique"])).index_select(0, lv["sep"]))
+        belief = torch.exp(torch.cat(full, dim=0) - log_z).index_select(0, lp["inverse"])
+        shape = batch + (1,)
+        return log_z.reshape(shape), [b.reshape((-1,) + shape) for b in torch.split(belief, plan["sizes"], dim=0)]
 
     def _sparse(self, name: str) -> tuple[torch.Tensor, torch.Tensor, int]:
         """The plan's 0/1 matrix ``name`` as (row index, column index, columns) of its non-zeros."""
