@@ -19,7 +19,8 @@ import warnings
 import numpy as np
 import torch
 
-from ..graphical.posterior import PosteriorNotMixedWarning, ess_bulk, hmc, psis_weights, split_rhat
+from ..graphical.posterior import (PosteriorNotMixedWarning, ess_bulk, hmc, psis_weights, shrunk_covariance,
+                                  split_rhat)
 
 DTYPE = torch.float64
 #: chains, warm-up iterations, kept draws per chain, thinning, for complete data (and missing
@@ -49,6 +50,11 @@ PARETO_K_MAX = 0.7
 #: chains start at N(mode, INIT_SCALE² F⁻¹): spread out, yet inside the region where the frozen-V
 #: surrogate of delayed acceptance is close to the exact density
 INIT_SCALE = 0.3
+#: draws (all chains, evenly thinned) from which each extension re-estimates the metric. Adult-10
+#: with 20 % MAR, seed 12: R̂ ≤ 1.01 after 1,200 draws per chain (20,281 gradients) against 2,000
+#: (30,552) with the warm-up's metric kept; seeds 13 and 14 passed after the same 800 draws either
+#: way, with bulk ESS 1,782 / 1,051 against 1,425 / 786
+METRIC_DRAWS = 6400
 
 
 class PosteriorNotMixedError(RuntimeError):
@@ -67,7 +73,9 @@ class PosteriorSampling:
     def _run_hmc(self, lik, x0, cov0, rng):
         """Dispersed starts N(mode, INIT_SCALE² F⁻¹), adapted dense-metric HMC, and up to
         :data:`MAX_EXTENSIONS` extensions, each as long as the first run, while the cells' R̂ / ESS
-        miss their targets. ``"hmc"``: the chains
+        miss their targets; each extension starts with the metric re-estimated from all draws so
+        far (a finite adaptation between runs: every run is a valid HMC kernel for the fixed
+        target, started where the chains stopped). ``"hmc"``: the chains
         target the surrogate and the draws are reweighted to the exact posterior by
         Pareto-smoothed importance sampling; ``"hmc-da"``: delayed acceptance, exact but sticky."""
         delayed = self.inference_ == "hmc-da"
@@ -89,8 +97,13 @@ class PosteriorSampling:
 
         cells = diagnose(draws)
         extended = 0
+        metric = res.metric
         while not self._mixed(cells) and extended < MAX_EXTENSIONS:
-            more = hmc(lik.log_posterior, draws[:, -1], cov=res.metric, warmup=0,
+            # the metric from every draw so far: warm-up's last window saw fewer, less mixed draws
+            flat = draws.reshape(-1, lik.dim)
+            metric = torch.as_tensor(shrunk_covariance(flat[::math.ceil(flat.shape[0] / METRIC_DRAWS)].numpy()),
+                                     dtype=DTYPE)
+            more = hmc(lik.log_posterior, draws[:, -1], cov=metric, warmup=0,
                        draws=self.mcmc_draws_ * self.mcmc_thin_, rng=rng, step_size=res.step_size,
                        surrogate=lambda _c, _d=None: guide, delayed_acceptance=delayed)
             draws = torch.cat([draws, more.draws[:, self.mcmc_thin_ - 1::self.mcmc_thin_]], dim=1)

@@ -463,7 +463,7 @@ class MaxEntModel:
         beliefs e^{f_i − log Z}. Each log-sum-exp is shifted by its group's (detached) maximum."""
         lp, plan = self._level_plan(), self._flat_plan()
         batch = tuple(theta.shape[:-1])
-        th = theta.reshape(-1, self.D).T                                   # (D, B)
+        th = theta.reshape(-1, self.D).T.contiguous()                      # (D, B): gathers along rows
         rows, cols, width = self._sparse("lift")
         flat = th.new_zeros((width, th.shape[1])).index_add(0, lp["inverse"][cols], th.index_select(0, rows))
         if plan.get("offset") is not None:

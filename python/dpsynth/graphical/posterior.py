@@ -210,7 +210,7 @@ class HMCResult(_ChainSummary):
     strays: int = 0  # chains restarted at settled chains' positions in warm-up (prune_strays)
 
 
-def _shrunk_covariance(x: np.ndarray) -> np.ndarray:
+def shrunk_covariance(x: np.ndarray) -> np.ndarray:
     """Covariance of pooled warm-up draws ``x`` (n, dim) for the mass matrix: Ledoit–Wolf
     shrinkage (scikit-learn) of the correlation matrix towards the identity, rescaled by the
     sample variances, so that a few hundred draws give a well-conditioned dense estimate."""
@@ -370,7 +370,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
                 good = settled_chains(lp_x if delayed else exact(x), dim) if prune_strays \
                     else torch.ones(chains, dtype=torch.bool)
                 pooled = torch.stack(window_draws, dim=1)[good].reshape(-1, dim).numpy()
-                metric = torch.as_tensor(_shrunk_covariance(pooled), dtype=DTYPE)
+                metric = torch.as_tensor(shrunk_covariance(pooled), dtype=DTYPE)
                 chol = torch.linalg.cholesky(metric)
                 moved = not bool(good.all())
                 if moved:  # strays restart where settled chains are (warm-up only)
