@@ -363,6 +363,33 @@ def test_hmc_reports_diagnostics_and_flags_a_posterior_that_has_not_mixed(toy_fi
                 on_not_mixed="raise").fit(df, TOY_SCHEMA, seed=1)
 
 
+def test_each_extension_starts_with_the_metric_of_all_draws_so_far(toy_fit, monkeypatch):
+    """A run that cannot meet R̂ ≤ 1 runs MAX_EXTENSIONS extensions; each continues the chains
+    from their last draw with the metric re-estimated from every draw kept before it."""
+    from dpsynth.generators import napsu_sampling
+    from dpsynth.graphical.posterior import shrunk_covariance
+
+    calls, real_hmc = [], napsu_sampling.hmc
+
+    def recording_hmc(log_prob, init, **kw):
+        res = real_hmc(log_prob, init, **kw)
+        calls.append({"init": init.clone(), "cov": kw["cov"], "warmup": kw["warmup"], "draws": res.draws})
+        return res
+
+    monkeypatch.setattr(napsu_sampling, "hmc", recording_hmc)
+    df, _ = toy_fit
+    with pytest.warns(dpsynth.PosteriorNotMixedWarning):
+        gen = NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, mcmc_chains=3, mcmc_warmup=30, mcmc_draws=20,
+                      rhat_target=1.0).fit(df, TOY_SCHEMA, seed=1)
+    assert len(calls) == 1 + napsu_sampling.MAX_EXTENSIONS == 1 + gen.diagnostics_["extended"]
+    for k in range(1, len(calls)):
+        before = torch.cat([c["draws"] for c in calls[:k]], dim=1)
+        assert calls[k]["warmup"] == 0 and torch.equal(calls[k]["init"], before[:, -1])
+        expected = shrunk_covariance(before.reshape(-1, before.shape[-1]).numpy())
+        np.testing.assert_allclose(calls[k]["cov"].numpy(), expected, rtol=1e-12)
+    assert not np.allclose(calls[1]["cov"].numpy(), calls[2]["cov"].numpy())
+
+
 def test_default_sampler_mixes_and_matches_laplace_on_a_gaussian_posterior(toy_fit):
     """The toy posterior is nearly Gaussian: the default HMC draws mix (R̂ ≤ 1.01, ESS ≥ 400 on
     the cells) and agree with the Laplace approximation fitted to the same release."""
