@@ -38,7 +38,7 @@ one-sided, prior-dominated tails that no sampler crosses quickly (see
 ``shared/reference/napsu-validity.md``).
 
 - ``inference="hmc"`` (default): Hamiltonian Monte Carlo (:func:`dpsynth.graphical.posterior.hmc`)
-  with a dense mass matrix adapted in warm-up from the pooled draws of all chains, 64 chains (one
+  with a dense mass matrix adapted in warm-up from the pooled draws of all chains, 48 chains (one
   batch; 16 under ``missing="mar"``: see :data:`MCMC_DEFAULTS`) started at draws from N(mode, 0.3² F⁻¹) (F the
   Fisher information at the mode). The chains target a cheap *surrogate*: the likelihood with its covariance V frozen at the warm-up
   draws' centre except each released table's own block, which follows θ

@@ -24,14 +24,16 @@ from ..graphical.posterior import (PosteriorNotMixedWarning, ess_bulk, hmc, psis
 
 DTYPE = torch.float64
 #: chains, warm-up iterations, kept draws per chain, thinning, for complete data (and missing
-#: values handled as available cases or a level). Complete-data Adult-10, ε = 1, seeds 0 / 1,
-#: each fit alone: 64 × (100 + 400) took 54.0 / 60.1 s (5,253 / 6,021 gradients, no extension);
-#: 16 × (300 + 400) took 75.7 / 71.6 s (12,755 / 11,621: R̂ needed a second run of 400)
-MCMC_DEFAULTS = {"hmc": (64, 100, 400, 1), "hmc-da": (16, 300, 200, 1), "slice": (20, 20, 8, 2)}
+#: values handled as available cases or a level). Complete-data Adult-10, ε = 1, seeds 0–3, one other
+#: job on the machine: 48 × (100 + 400) took 45.7 / 46.3 / 54.5 / 73.3 s (seed 3 with one extension),
+#: the code of 2026-11-25 with 64 chains 43.5 / 48.4 / 89.5 / 86.8 s; 64 chains now 50.8 / 56.0 s on
+#: seeds 0 / 1, 32 chains 65.8 / 45.4 s (seed 0 extended); 16 × (300 + 400), alone, 75.7 / 71.6 s
+MCMC_DEFAULTS = {"hmc": (48, 100, 400, 1), "hmc-da": (16, 300, 200, 1), "slice": (20, 20, 8, 2)}
 #: ... and under ``missing="mar"``, whose posterior is stiffer (age × education cells bounded by
 #: their noisy counts from above only): 16 chains, a longer warm-up. Adult-10 with 20 % MAR, seeds
-#: 12–19: R̂ ≤ 1.01 in 8 of 8 fits with these, 6 of 8 with 64 × (100 + 400) and two extensions;
-#: a gradient costs 7.3 ms at 16 chains, 13.1 ms at 64 (seed 11)
+#: 12–19: R̂ ≤ 1.01 in 8 of 8 fits with these, 6 of 8 with 64 × (100 + 400) and two extensions
+#: (seeds 0–19 with the metric re-estimated at each extension: 20 of 20); a gradient costs 7.3 ms
+#: at 16 chains, 13.1 ms at 64 (seed 11)
 MCMC_DEFAULTS_MAR = {"hmc": (16, 300, 400, 1)}
 #: ``"hmc"`` reweights at most this many draws (the chains thinned evenly): each needs one exact
 #: evaluation of the likelihood (Adult-10 under MAR: 0.55 ms by junction-tree messages, 25 ms by
