@@ -99,7 +99,6 @@ class PosteriorSampling:
 
         cells = diagnose(draws)
         extended = 0
-        metric = res.metric
         while not self._mixed(cells) and extended < MAX_EXTENSIONS:
             # the metric from every draw so far: warm-up's last window saw fewer, less mixed draws
             flat = draws.reshape(-1, lik.dim)

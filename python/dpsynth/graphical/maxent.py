@@ -293,8 +293,8 @@ class MaxEntModel:
         return mu, 0.5 * (m2 + m2.transpose(-1, -2))
 
     def canonical_means(self, theta: torch.Tensor) -> torch.Tensor:
-        """μ_D = E[a_D] (…, D), the means of the canonical statistics: one unclamped linear-space
-        pass (:meth:`_flat_pass`), an order of magnitude cheaper than :meth:`table_marginals` for
+        """μ_D = E[a_D] (…, D), the means of the canonical statistics: one unclamped pass, level by
+        level (:meth:`_calibrate_levels`), an order of magnitude cheaper than :meth:`table_marginals` for
         small cliques (a few dozen small matrix products instead of hundreds of broadcast ops)."""
         return self._flat_pass(theta, clamp=False)[1][..., 0, :]
 
@@ -306,14 +306,14 @@ class MaxEntModel:
         return log_z, self._apply(torch.cat(belief, dim=0), collect, dim=0).movedim(0, -1)
 
     def partition_and_means(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(A(θ) (…), μ_D (…, D)) from one unclamped linear-space pass: the value and gradient of
+        """(A(θ) (…), μ_D (…, D)) from one unclamped pass (:meth:`_calibrate_levels`): the value and gradient of
         the log-partition function."""
         log_z, cond = self._flat_pass(theta, clamp=False)
         return log_z[..., 0], cond[..., 0, :]
 
     def clique_marginals(self, theta: torch.Tensor) -> list[torch.Tensor]:
         """P(x_C) for every junction-tree clique C, (…, n_C) each, cells in C order of
-        ``jt.clique_domain(i)``: one unclamped linear-space pass (:meth:`_calibrate_flat`)."""
+        ``jt.clique_domain(i)``: one unclamped pass (:meth:`_calibrate_levels`)."""
         return [b[..., 0].movedim(0, -1) for b in self._calibrate_flat(theta, clamp=False)[1]]
 
     def separator_cells(self, i: int) -> tuple[torch.Tensor, int, torch.Tensor]:
@@ -347,9 +347,9 @@ class MaxEntModel:
         """Two-pass sum-product in linear space on flattened clique tables: each clique's
         potential is shifted by its maximum and every message renormalised, so nothing
         overflows. With ``clamp`` the batch gains an axis of D + 1 pieces of evidence (row 0
-        free, row 1 + j keeps only canonical cell j); without it, that axis has length 1.
-        Returns (log Z (…, R), the clique beliefs, (n_i, …, R) each, normalised per clique).
-        Without ``clamp``, :meth:`_calibrate_levels` computes the same a level of the tree at a time."""
+        free, row 1 + j keeps only canonical cell j); without it, :meth:`_calibrate_levels`
+        computes the pass a level of the tree at a time and that axis has length 1.
+        Returns (log Z (…, R), the clique beliefs, (n_i, …, R) each, normalised per clique)."""
         jt = self.jt
         plan = self._flat_plan()
         theta = torch.as_tensor(theta, dtype=DTYPE)
@@ -368,9 +368,7 @@ class MaxEntModel:
         pots, shift = [], 0.0
         for v, mk in zip(torch.split(flat, plan["sizes"], dim=0), plan["mask"]):
             top = v.amax(dim=0, keepdim=True)
-            p = torch.exp(v - top)
-            if clamp:
-                p = p * mk.T.reshape((mk.shape[1],) + (1,) * len(batch) + (mk.shape[0],))
+            p = torch.exp(v - top) * mk.T.reshape((mk.shape[1],) + (1,) * len(batch) + (mk.shape[0],))
             pots.append(p)                                               # (n_i, …, R)
             shift = shift + top[0]
         k = len(jt.cliques)
@@ -449,7 +447,10 @@ class MaxEntModel:
                  sep0[c] + plan["parent_to_sep"][c], torch.full((plan["sizes"][jt.parent[c]],), j))
                 for c, j in kids]))
         order = torch.as_tensor(np.concatenate([np.arange(start[i], start[i + 1]) for c in levels for i in c]))
-        lp = {"levels": out, "order": order, "inverse": torch.argsort(order)}
+        inverse = torch.argsort(order)
+        rows, cols, _ = self._sparse("lift")
+        lp = {"levels": out, "order": order, "inverse": inverse, "lift": (rows, inverse[cols]),
+              "offset": None if plan.get("offset") is None else plan["offset"].index_select(0, order)[:, None]}
         cache["level_plan"] = lp
         return lp
 
@@ -457,17 +458,17 @@ class MaxEntModel:
         """:meth:`_calibrate_flat` without evidence, in log space, one level of the junction tree
         at a time: all cliques of a level share each gather, scatter-add and exp, so a pass costs a
         few dozen tensor operations whatever the number of cliques (per-clique passes cost a few
-        hundred, and on CPU each costs microseconds of overhead: 80 % of a surrogate gradient on
-        Adult-10). Up: b_i = ψ_i + Σ_children lift(u_c), u_i = log Σ_{cells → separator} e^{b_i}.
+        hundred, and on CPU each costs microseconds of overhead: most of a surrogate gradient on
+        Adult-10 under MAR, 5.5 → 4.1 ms). Up: b_i = ψ_i + Σ_children lift(u_c), u_i = log Σ_{cells → separator} e^{b_i}.
         Down: d_c = log Σ_{parent cells → separator} e^{f_p − lift(u_c)}, f_c = b_c + lift(d_c);
         beliefs e^{f_i − log Z}. Each log-sum-exp is shifted by its group's (detached) maximum."""
         lp, plan = self._level_plan(), self._flat_plan()
         batch = tuple(theta.shape[:-1])
         th = theta.reshape(-1, self.D).T.contiguous()                      # (D, B): gathers along rows
-        rows, cols, width = self._sparse("lift")
-        flat = th.new_zeros((width, th.shape[1])).index_add(0, lp["inverse"][cols], th.index_select(0, rows))
-        if plan.get("offset") is not None:
-            flat = flat + plan["offset"].index_select(0, lp["order"])[:, None]
+        rows, cells = lp["lift"]                                            # θ → cells in level order
+        flat = th.new_zeros((len(lp["order"]), th.shape[1])).index_add(0, cells, th.index_select(0, rows))
+        if lp["offset"] is not None:
+            flat = flat + lp["offset"]
         levels = lp["levels"]
         pieces = torch.split(flat, [lv["size"] for lv in levels], dim=0)
 
