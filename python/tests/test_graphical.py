@@ -260,6 +260,35 @@ def test_rhat_and_ess_diagnostics():
     assert ess_bulk(ar) < 0.2 * ar.size
 
 
+def test_mixing_diagnostics_match_arviz():
+    """dpsynth.graphical.mixing computes all quantities at once and gives arviz-stats' rank-normalised
+    split-R̂ and bulk ESS: ties, skew, an odd number of draws, a constant quantity, too few chains
+    or draws, a chain stuck apart and an anticorrelated chain."""
+    from arviz_stats.base import array_stats
+    from dpsynth.graphical.mixing import rhat_and_ess
+
+    rng = np.random.default_rng(1)
+    cases = []
+    for c, n, k in [(4, 500, 4), (16, 401, 4), (2, 4, 3), (3, 5, 3), (1, 50, 3), (16, 9, 3), (8, 101, 3)]:
+        x = rng.standard_normal((c, n, k)).cumsum(1) * 0.3 + rng.standard_normal((c, n, k))
+        x[..., 0] = np.round(x[..., 0], 1)       # ties
+        x[..., 1] = np.exp(2 * x[..., 1])        # skew
+        x[..., 2] = 3.0                          # constant
+        cases.append(x)
+    stuck = rng.standard_normal((6, 30, 1)) + np.arange(6)[:, None, None]
+    flip = np.where(np.arange(200) % 2 == 0, 1.0, -1.0)[None, :, None] + 0.01 * rng.standard_normal((4, 200, 1))
+    for x in cases + [stuck, flip]:
+        want_r = np.asarray(array_stats.rhat(x, chain_axis=0, draw_axis=1, method="rank"), dtype=float)
+        want_e = np.asarray(array_stats.ess(x, chain_axis=0, draw_axis=1, method="bulk"), dtype=float)
+        got_r, got_e = rhat_and_ess(x)
+        np.testing.assert_allclose(got_r, want_r, rtol=1e-10, equal_nan=True)
+        np.testing.assert_allclose(got_e, want_e, rtol=1e-10, equal_nan=True)
+        np.testing.assert_allclose(split_rhat(x), got_r, rtol=0, equal_nan=True)
+        np.testing.assert_allclose(ess_bulk(x), got_e, rtol=0, equal_nan=True)
+    assert np.isnan(rhat_and_ess(np.where(np.arange(40) == 3, np.nan, 1.0).reshape(2, 20, 1) * cases[0][:2, :20, :1])[0]).all()
+    assert isinstance(split_rhat(cases[0][..., 0]), float) and isinstance(ess_bulk(cases[0][..., 0]), float)
+
+
 def test_canonical_moments_match_the_clamped_moments_of_the_canonical_cells():
     """The linear-space pass over D clamped cells gives the same μ and E[aaᵀ] as the log-space
     clamping of all P cells restricted to the canonical ones, batched and under autograd."""
@@ -459,6 +488,9 @@ def test_table_log_density_is_each_tables_own_gaussian_and_the_surrogate_exact_f
     n_far, n_ref = single.counts(far), single.counts(x_ref)
     follow = single.table_log_density(mu_far, n_far, mu_far, n_far) - single.table_log_density(mu_far, n_far, mu_ref, n_ref)
     assert float(follow.std()) > 1.0
+    # the surrogate computes that difference in one pass
+    torch.testing.assert_close(single._follow(mu_far, n_far, single._frozen_tables(mu_ref, n_ref)), follow,
+                               rtol=1e-10, atol=1e-9)
 
 
 def test_psis_takes_bounded_ratios_as_they_are_and_flags_heavy_tails():

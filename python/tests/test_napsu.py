@@ -343,9 +343,12 @@ def test_hmc_reports_diagnostics_and_flags_a_posterior_that_has_not_mixed(toy_fi
     gen = NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, mcmc_chains=4, mcmc_warmup=100,
                   mcmc_draws=150).fit(df, TOY_SCHEMA, seed=1)
     d = gen.diagnostics_
-    # each extension (at most two) runs as long as the first
-    assert gen.draws_.shape[0] == 4 and gen.draws_.shape[1] == 150 * (1 + d["extended"]) and gen.draws_.shape[2] == 8
-    assert d["extended"] <= 2
+    # each extension runs half as long as the first; this nearly Gaussian posterior needs few
+    assert d["chains"] == 4 and d["draws_per_chain"] == 150 + 75 * d["extended"] and d["extended"] <= 4
+    # the importance weights use every draw, or every other one when that half meets the targets
+    assert gen.draws_.shape[0] == 4 and gen.draws_.shape[2] == 8
+    assert gen.draws_.shape[1] in (d["draws_per_chain"], d["draws_per_chain"] // 2)
+    assert d["importance_draws"] == 4 * gen.draws_.shape[1] == gen.weights_.size
     assert d["rhat_max_cells"] < 1.05 and d["ess_bulk_min_cells"] > 100
     assert 0.5 < d["accept_rate"] <= 1.0 and d["likelihood_form"] == "reduced"
     res = gen.sample(m=3, seed=1)
@@ -403,7 +406,8 @@ def test_default_sampler_mixes_and_matches_laplace_on_a_gaussian_posterior(toy_f
     ratio = draws.std(0) / la.cov.diagonal().sqrt()
     assert ((ratio > 0.8) & (ratio < 1.2)).all()
     picked = gen.posterior_draws(20, np.random.default_rng(0))
-    assert len({tuple(p.tolist()) for p in picked}) == 20
+    # sampling-importance-resampling draws with replacement: a repeat is possible, not many
+    assert len({tuple(p.tolist()) for p in picked}) >= 18
 
 
 def test_slice_sampler_still_runs(toy_fit):

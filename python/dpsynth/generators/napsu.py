@@ -13,7 +13,7 @@ with each predictor, the interactions the formula names, and the predictors' joi
 joint table when it has at most 256 cells, else a tree of predictor pairs chosen privately). Those cliques are measured with the
 whole budget when they cover every column; the other columns join through MST (private-pgm's
 maximum spanning tree, McKenna et al. 2021) paid from ``selection_share`` of ρ, half for the 1-way
-tables that score it and half for the exponential mechanisms (:func:`dpsynth.graphical.noise_aware.split_rho`).
+tables that score it and half for the exponential mechanisms (:func:`dpsynth.generators.napsu_budget.split_rho`).
 ``queries="mst"`` without analyses selects every clique that way; ``queries="aim"`` takes the cliques
 AIM selects (:func:`dpsynth.marginals.aim.aim_measure`, run on ``selection_share`` of ρ with its model
 capped at ``AIM_MODEL_CELLS`` junction-tree cells; on the reduced Adult it picks about 25 pairs, so the
@@ -47,8 +47,8 @@ one-sided, prior-dominated tails that no sampler crosses quickly (see
   Pareto-smoothed importance sampling (PSIS; Vehtari et al. 2024), and the synthetic datasets are
   drawn by sampling-importance-resampling. Diagnostics on the released cells' probabilities:
   split-R̂ of the chains (``rhat_target``), bulk ESS times the importance efficiency
-  (``ess_target``) and the Pareto k̂ (≤ 0.7). While they miss, the chains run on, as long again
-  each time, up to ``MAX_EXTENSIONS`` times; when they still miss, ``diagnostics_["mixed"]`` is
+  (``ess_target``) and the Pareto k̂ (≤ 0.7). While they miss, the chains run on, half as long
+  again each time, up to ``MAX_EXTENSIONS`` times; when they still miss, ``diagnostics_["mixed"]`` is
   False, a :class:`PosteriorNotMixedWarning` is raised at fit and at every ``sample()``, and the reports say so (``on_not_mixed="raise"`` makes
   it an error). Why not exact HMC: the exact gradient needs third derivatives of A(θ) (≈ 10× the
   surrogate's cost); why not delayed acceptance (``"hmc-da"``): on Adult its second stage kept
@@ -126,7 +126,8 @@ import torch
 
 from ..graphical import Domain, MaxEntModel, maximal_cliques
 from ..graphical.icin import IcinModel
-from ..graphical.noise_aware import NoiseAwareLikelihood, count_groups, split_measurement, split_rho
+from ..graphical.noise_aware import NoiseAwareLikelihood, count_groups
+from .napsu_budget import split_measurement, split_rho
 from ..graphical.posterior import PosteriorNotMixedWarning, elliptical_slice, laplace_approximation
 from ..privacy import cdp_rho
 from ..validation import check_int, check_positive_float, check_share
@@ -180,7 +181,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
     analysis_weight : each table the analyses need gets this many times the ρ of each other
         measured table (default 2, :data:`ANALYSIS_WEIGHT`; 1: an even split); the two groups are
         two ledger entries
-        (:func:`dpsynth.graphical.noise_aware.split_measurement`).
+        (:func:`dpsynth.generators.napsu_budget.split_measurement`).
     size_ratio : rows of each synthetic dataset per released private row n̂ when ``sample(n=None)``
         (default 4, :data:`SIZE_RATIO`): larger datasets narrow the pooled intervals at no privacy
         cost; ``fit_pooled`` reads n̂ from the result for its fallback. 1 gives n̂ rows.

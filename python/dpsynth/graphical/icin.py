@@ -143,7 +143,7 @@ class IcinModel(MaxEntModel):
             term = grid[ldom.attrs.index(a)] * grid[ldom.attrs.index(indicator(a))]
             offset[start[i]:start[i + 1]] += delta * torch.as_tensor(term, dtype=DTYPE)
         rows, cols = torch.nonzero(plan["lift"], as_tuple=True)
-        plan.update(features_nonzero=(cols, rows, self.D), tables_nonzero=self._table_hits(start), offset=offset)
+        plan.update(features_nonzero=(cols, rows, self.D), offset=offset)
         return plan
 
     def _table_hits(self, start) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -173,7 +173,7 @@ class IcinModel(MaxEntModel):
 
     def table_marginals(self, theta: torch.Tensor) -> torch.Tensor:
         """μ: the probabilities of every released table cell (observed domain), concatenated (…, P)."""
-        return self._flat_pass(theta, clamp=False, collect="tables")[1][..., 0, :]
+        return self.collect_means(theta, "tables")[0]
 
     def moments(self, theta):
         raise NotImplementedError("IcinModel gives the canonical statistics' moments (canonical_moments); "

@@ -49,7 +49,6 @@ True
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -117,58 +116,6 @@ def minimise_lbfgs(fun, x0: torch.Tensor, max_iter: int) -> torch.Tensor:
     return torch.as_tensor(res.x, dtype=DTYPE)
 
 
-@dataclass(frozen=True)
-class RhoSplit:
-    """Where the zCDP budget ρ goes: ``one_way`` (1-way tables that score the selection),
-    ``selection`` (exponential mechanisms choosing cliques) and ``measurement`` (the cliques), of
-    which ``analyses`` on the cliques the named analyses need (:func:`split_measurement`)."""
-
-    one_way: float
-    selection: float
-    measurement: float
-    analyses: float = 0.0
-
-    def as_dict(self) -> dict:
-        return {"one_way": self.one_way, "selection": self.selection, "measurement": self.measurement,
-                "analyses": self.analyses}
-
-
-def split_rho(rho: float, selection_share: float, needs_selection: bool) -> RhoSplit:
-    """Split ρ: all of it on measurement when nothing is selected, otherwise ``selection_share``·ρ
-    for selection (half on 1-way tables, half on the exponential mechanisms) and the rest on the
-    measurement of the chosen cliques.
-
-    >>> split_rho(1.0, 0.2, False)
-    RhoSplit(one_way=0.0, selection=0.0, measurement=1.0, analyses=0.0)
-    >>> split_rho(1.0, 0.2, True)
-    RhoSplit(one_way=0.1, selection=0.1, measurement=0.8, analyses=0.0)
-    """
-    if not needs_selection:
-        return RhoSplit(0.0, 0.0, float(rho))
-    if not 0.0 < selection_share < 1.0:
-        raise ValueError(f"selection_share must be in (0, 1), got {selection_share!r}")
-    half = 0.5 * selection_share * rho
-    return RhoSplit(half, half, float(rho) - 2 * half)
-
-
-def split_measurement(rho: float, n_analysis: int, n_other: int, analysis_weight: float) -> tuple[float, float]:
-    """(ρ of the analyses' tables, ρ of the other tables) out of the measurement budget ``rho``:
-    each of the ``n_analysis`` tables the named analyses need gets ``analysis_weight`` times the ρ
-    of each of the ``n_other`` others (Gaussian noise sd ∝ 1/√ρ per table). The analyses' estimates
-    depend on their own tables only, so weighting them narrows the pooled intervals; the other
-    columns' tables, there to keep the rest of the data plausible, get less.
-
-    >>> split_measurement(1.0, 4, 6, 3.0)
-    (0.6666666666666666, 0.3333333333333333)
-    >>> split_measurement(1.0, 4, 0, 3.0)
-    (1.0, 0.0)
-    """
-    if n_analysis == 0 or n_other == 0:
-        return (float(rho), 0.0) if n_analysis else (0.0, float(rho))
-    a = analysis_weight * n_analysis
-    return float(rho) * a / (a + n_other), float(rho) * n_other / (a + n_other)
-
-
 class NoiseAwareLikelihood:
     """Log-posterior of NAPSU-MQ over x = (θ, v) (see the module docstring).
 
@@ -224,8 +171,6 @@ class NoiseAwareLikelihood:
         b_aug = torch.cat([b_int, c[:, None]], dim=1)                      # (P, D + 1)
         w = torch.as_tensor(1.0 / sigma2, dtype=DTYPE)
         info = b_aug.T @ (w[:, None] * b_aug)
-        rows, cols = torch.nonzero(b_aug, as_tuple=True)
-        self._cell_of_stat = (rows, cols, b_aug[rows, cols])  # μ_P = B_a (μ_D, 1), kept sparse
         self.noise = torch.linalg.inv(info)
         self.noise = 0.5 * (self.noise + self.noise.T)
         self.y = self.noise @ (b_aug.T @ (w * torch.as_tensor(y, dtype=DTYPE)))
@@ -330,7 +275,7 @@ class NoiseAwareLikelihood:
         x_ref = torch.as_tensor(x_ref, dtype=DTYPE).detach()
         with torch.no_grad():
             chol = self._terms(x_ref)[4]
-            cov_ref = self._table_covariance(self._means(x_ref)[1], self.counts(x_ref))
+            tables_ref = self._frozen_tables(self._means(x_ref)[1], self.counts(x_ref))
             # z = L⁻¹r as one product: a batched triangular solve would first copy L once per row
             # of the batch (measured: 80 % of a gradient at 64 chains)
             l_inv_t = torch.linalg.solve_triangular(chol, torch.eye(chol.shape[0], dtype=DTYPE), upper=False).T
@@ -342,7 +287,7 @@ class NoiseAwareLikelihood:
             z = r @ l_inv_t
             # V follows θ table by table: each table's own multinomial block at x, less the same
             # block frozen at x_ref (the cross-table covariances stay frozen)
-            follow = self.table_log_density(mu_p, n, mu_p, n) - self._table_density(mu_p, n, cov_ref)
+            follow = self._follow(mu_p, n, tables_ref)
             follow = FOLLOW_CAP * torch.tanh(follow / FOLLOW_CAP)
             return -0.5 * (z ** 2).sum(-1) - log_det + follow + self.log_prior(x)
 
@@ -364,13 +309,11 @@ class NoiseAwareLikelihood:
 
     def _means(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(the mean statistic of the likelihood's form, μ_P every released cell's probability)
-        at x, from one message pass (reduced form: μ_P = B μ_D + c, the fixed map of the cells
-        on the canonical statistics)."""
+        at x, from one message pass (reduced form: both collected from the clique beliefs at once,
+        :meth:`MaxEntModel.collect_means`; μ_P = B μ_D + c)."""
         if self.form == "reduced":
-            mu = self.model.canonical_means(x[..., :self.D])
-            mu = torch.cat([mu, torch.ones_like(mu[..., :1])], dim=-1)
-            rows, cols, b = self._cell_of_stat
-            return mu, mu.new_zeros(mu.shape[:-1] + (self.model.P,)).index_add(-1, rows, mu[..., cols] * b)
+            mu, mu_p = self.model.collect_means(x[..., :self.D], "collect", "tables")
+            return torch.cat([mu, torch.ones_like(mu[..., :1])], dim=-1), mu_p
         mu_p = self.model.table_marginals(x[..., :self.D])
         return mu_p, mu_p
 
@@ -400,6 +343,30 @@ class NoiseAwareLikelihood:
         a, b, c = (torch.stack(torch.broadcast_tensors(r * r / d, r * w, w * w * d), dim=-2) @ one_hot).unbind(-2)
         c = 1.0 - c
         return (-0.5 * (a + b * b / c + torch.log(c))).sum(-1) - 0.5 * torch.log(d).sum(-1)
+
+    def _frozen_tables(self, mu_v: torch.Tensor, n_v: torch.Tensor) -> tuple:
+        """(d, w, 1 − Σ_t w²d, the constant ½ Σ log(1 − Σ_t w²d) + ½ Σ log d) of the tables' own
+        blocks frozen at (μ_v, n_v), for :meth:`_follow`."""
+        _, _, one_hot, _ = self._cells
+        d, w = self._table_covariance(mu_v, n_v)
+        c = 1.0 - (w * w * d) @ one_hot
+        return d, w, c, float(0.5 * torch.log(c).sum() + 0.5 * torch.log(d).sum())
+
+    def _follow(self, mu_p: torch.Tensor, n: torch.Tensor, ref: tuple) -> torch.Tensor:
+        """``table_log_density(mu_p, n, mu_p, n)`` less the same with the covariance frozen at
+        ``ref`` (:meth:`_frozen_tables`): one residual and one product with the tables' indicators
+        for both terms (two :meth:`_table_density` calls cost twice the operations; this term is
+        part of every surrogate gradient)."""
+        y, sigma2, one_hot, group = self._cells
+        d0, w0, c0, const = ref
+        nv = n[..., group]
+        d = nv * mu_p + sigma2
+        w = torch.sqrt(nv) * mu_p / d
+        r = y - nv * mu_p
+        a, b, c, a0, b0 = (torch.stack(torch.broadcast_tensors(r * r / d, r * w, w * w * d, r * r / d0, r * w0),
+                                       dim=-2) @ one_hot).unbind(-2)
+        c = 1.0 - c
+        return (0.5 * (a0 - a + b0 * b0 / c0 - b * b / c - torch.log(c))).sum(-1) - 0.5 * torch.log(d).sum(-1) + const
 
     def _fitted_slope(self, frozen, x_ref, draws) -> torch.Tensor | None:
         """Ridge regression of d = log p − frozen on x − x_ref over an even thinning of ``draws``

@@ -32,6 +32,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from .mixing import ess_bulk, rhat_and_ess, split_rhat  # noqa: F401  (the diagnostics' home; re-exported)
+
 DTYPE = torch.float64
 
 
@@ -538,24 +540,3 @@ def _finite_extreme(fn, values) -> float:
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
     return float(fn(v)) if v.size else float("nan")
-
-
-
-def split_rhat(x: np.ndarray) -> np.ndarray | float:
-    """Rank-normalised split-R̂ (Vehtari et al. 2021) of draws ``x`` (chains, draws[, k]), from
-    arviz-stats: the max of the bulk and folded (tail) versions, as Stan and ArviZ report it."""
-    from arviz_stats.base import array_stats
-
-    x = np.asarray(x, dtype=float)
-    out = np.asarray(array_stats.rhat(x, chain_axis=0, draw_axis=1, method="rank"), dtype=float)
-    return float(out) if out.ndim == 0 else out
-
-
-def ess_bulk(x: np.ndarray) -> np.ndarray | float:
-    """Bulk effective sample size (Vehtari et al. 2021) of draws ``x`` (chains, draws[, k]), from
-    arviz-stats."""
-    from arviz_stats.base import array_stats
-
-    x = np.asarray(x, dtype=float)
-    out = np.asarray(array_stats.ess(x, chain_axis=0, draw_axis=1, method="bulk"), dtype=float)
-    return float(out) if out.ndim == 0 else out

@@ -1,0 +1,142 @@
+"""Rank-normalised split-R̂ and bulk ESS (Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021,
+"Rank-normalization, folding, and localization: an improved R̂"), vectorised over quantities.
+
+The same numbers as arviz-stats (``array_stats.rhat(method="rank")`` / ``ess(method="bulk")``;
+:func:`test_mixing_matches_arviz` checks them to 1e-10), computed for all k quantities of a
+(chains, draws, k) array at once: arviz-stats loops over the quantities in Python, one rank
+transform and one FFT each, which took 8.5 s of a 125 s NAPSU-MQ fit under MAR (341 released cells,
+profiled) and about 0.7 s here.
+
+Definitions (paper §3 and §4): split each chain in two halves (an odd middle draw is dropped);
+z-scale = Φ⁻¹((r − 3/8) / (S + 1/4)) of the average ranks r over all S split draws; R̂ of
+split chains with W the mean within-chain variance and B/n the variance of their means,
+R̂ = √((B/W + n − 1)/n); the rank-normalised R̂ is the larger of the bulk R̂ (of z-scaled draws)
+and the tail R̂ (of z-scaled |draws − median|). Bulk ESS = S/τ of the z-scaled split chains, τ from
+the chains' FFT autocovariances by Geyer's initial positive and initial monotone sequences,
+τ ≥ 1/log10 S.
+
+>>> import numpy as np
+>>> x = np.random.default_rng(0).standard_normal((4, 500, 3))
+>>> bool((split_rhat(x) < 1.01).all()), bool((ess_bulk(x) > 1000).all())
+(True, True)
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import fft, special
+
+
+def _split(x: np.ndarray) -> np.ndarray:
+    """(2 chains, ⌊draws/2⌋, k): each chain's first and last half."""
+    half = x.shape[1] // 2
+    return np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)
+
+
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1…S of each column of x (S, k), ties given their average rank: scipy's
+    ``rankdata(method="average", axis=0)`` from one sort per column (scipy's took 1.25 s on
+    12,800 × 550 draws here, this 0.25 s)."""
+    rows = np.ascontiguousarray(np.asarray(x, dtype=float).T)      # (k, S): sort along contiguous rows
+    size = rows.shape[1]
+    order = np.argsort(rows, axis=1)
+    ordered = np.take_along_axis(rows, order, axis=1)
+    pos = np.broadcast_to(np.arange(size, dtype=float), rows.shape)
+    first = np.ones(rows.shape, dtype=bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]        # a tie group starts here
+    last = np.ones(rows.shape, dtype=bool)
+    last[:, :-1] = first[:, 1:]                             # … and ends here
+    start = np.maximum.accumulate(np.where(first, pos, 0.0), axis=1)
+    end = np.minimum.accumulate(np.where(last, pos, size)[:, ::-1], axis=1)[:, ::-1]
+    ranks = np.empty(rows.shape)
+    np.put_along_axis(ranks, order, 0.5 * (start + end) + 1.0, axis=1)
+    return ranks.T
+
+
+def _z_scale(x: np.ndarray) -> np.ndarray:
+    """Normal scores of the average ranks over all chains and draws, per quantity."""
+    flat = x.reshape(-1, x.shape[-1])
+    return special.ndtri((average_ranks(flat) - 0.375) / (flat.shape[0] + 0.25)).reshape(x.shape)
+
+
+def _rhat(x: np.ndarray) -> np.ndarray:
+    n = x.shape[1]
+    b = n * np.var(x.mean(axis=1), axis=0, ddof=1)
+    w = np.var(x, axis=1, ddof=1).mean(axis=0)
+    return np.sqrt((b / w + n - 1) / n)
+
+
+def _as_draws(x) -> tuple[np.ndarray, bool]:
+    x = np.asarray(x, dtype=float)
+    scalar = x.ndim == 2
+    return (x[..., None] if scalar else x.reshape(x.shape[:2] + (-1,))), scalar
+
+
+def _finish(out: np.ndarray, x: np.ndarray, scalar: bool, shape) -> np.ndarray | float:
+    out = np.where(np.isfinite(x).all(axis=(0, 1)), out, np.nan)
+    return float(out[0]) if scalar else out.reshape(shape[2:])
+
+
+def split_rhat(x) -> np.ndarray | float:
+    """Rank-normalised split-R̂ of draws ``x`` (chains, draws[, …]): the larger of the bulk and
+    tail (folded) versions, as Stan and ArviZ report it; NaN for a quantity with non-finite draws,
+    and with fewer than 2 chains or 4 draws."""
+    return rhat_and_ess(x, ess=False)[0]
+
+
+def ess_bulk(x) -> np.ndarray | float:
+    """Bulk effective sample size of draws ``x`` (chains, draws[, …]): the ESS of the z-scaled
+    split chains; NaN for a quantity with non-finite draws, and with fewer than 4 draws."""
+    return rhat_and_ess(x, rhat=False)[1]
+
+
+def rhat_and_ess(x, rhat: bool = True, ess: bool = True) -> tuple:
+    """(:func:`split_rhat`, :func:`ess_bulk`) of ``x``, sharing the bulk rank transform (None for
+    the one not asked for)."""
+    shape = np.shape(x)
+    x, scalar = _as_draws(x)
+    nan = np.full(x.shape[-1], np.nan)
+    if x.shape[1] < 4:
+        return (_finish(nan, x, scalar, shape) if rhat else None), (_finish(nan, x, scalar, shape) if ess else None)
+    s = _split(np.where(np.isfinite(x), x, 0.0))
+    z = _z_scale(s)
+    r = e = None
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if rhat:
+            tail = _rhat(_z_scale(np.abs(s - np.median(s.reshape(-1, s.shape[-1]), axis=0))))
+            r = _finish(np.fmax(_rhat(z), tail) if x.shape[0] >= 2 else nan, x, scalar, shape)
+        if ess:
+            total = z.shape[0] * z.shape[1]
+            out = total / np.maximum(_tau(z), 1.0 / np.log10(total))
+            constant = (z.max(axis=(0, 1)) - z.min(axis=(0, 1))) < np.finfo(float).resolution
+            e = _finish(np.where(constant, float(total), out), x, scalar, shape)
+    return r, e
+
+
+def _tau(z: np.ndarray) -> np.ndarray:
+    """Integrated autocorrelation time of the chains z (chains, draws, k) by Geyer's initial
+    positive sequence of pair sums P_j = ρ_2j + ρ_2j+1, made monotone (a running minimum)."""
+    m, n, k = z.shape
+    centred = z - z.mean(axis=1, keepdims=True)
+    size = fft.next_fast_len(2 * n)
+    spec = fft.rfft(centred, n=size, axis=1)
+    acov = fft.irfft(spec * np.conjugate(spec), n=size, axis=1)[:, :n] / n   # (m, n, k)
+    mean_var = acov[:, 0].mean(axis=0) * n / (n - 1.0)
+    var_plus = mean_var * (n - 1.0) / n + (np.var(z.mean(axis=1), axis=0, ddof=1) if m > 1 else 0.0)
+    rho = 1.0 - (mean_var - acov.mean(axis=0)) / var_plus                       # (n, k)
+    rho[0] = 1.0
+    pairs = n // 2
+    p = rho[:2 * pairs].reshape(pairs, 2, k).sum(axis=1)                       # (pairs, k)
+    # the sequence stops at the first pair j ≥ 1 whose sum is ≤ 0 (or at the last lag there is)
+    last = min(pairs - 1, (n - 3) // 2)                # the last pair the lag limit lets it reach
+    stop = np.full(k, last)
+    if last >= 1:
+        nonpos = p[1:last + 1] <= 0
+        stop = np.where(nonpos.any(axis=0), 1 + nonpos.argmax(axis=0), last)
+    stop = np.where(p[0] > 0, stop, 0)                 # ρ_1 ≤ −1: no pair is summed
+    mono = np.minimum.accumulate(p, axis=0)
+    kept = np.arange(pairs)[:, None] < stop[None, :]
+    cols = np.arange(k)
+    even = np.where(stop > 0, rho[2 * stop, cols], 1.0)
+    p_stop = p[stop, cols]
+    last_even = np.where((even > 0) | (p_stop >= 0) | (stop == 0), even, 0.0)
+    return -1.0 + 2.0 * np.where(kept, mono, 0.0).sum(axis=0) + last_even
