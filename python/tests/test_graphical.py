@@ -616,3 +616,12 @@ def test_level_pass_matches_the_per_clique_pass(kind):
     g, = torch.autograd.grad(log_z.sum() + sum((w * b).sum() for w, b in zip(weights, beliefs)), theta)
     g_ref, = torch.autograd.grad(ref_z[..., 0].sum() + sum((w * b).sum() for w, b in zip(weights, ref_b)), theta)
     torch.testing.assert_close(g, g_ref, rtol=0, atol=1e-10)
+    # the released cells and canonical statistics collected from the level pass's beliefs at once
+    with torch.no_grad():
+        mu_d, mu_p = model.collect_means(theta, "collect", "tables")
+        flat = theta.reshape(-1, model.D)
+        can = model._flat_pass(flat, clamp=True)[1][:, 0, :]
+        tables = torch.stack([torch.cat([model.marginal(t, tab) for tab in model.tables]) for t in flat]) \
+            if kind == "maxent" else model._flat_pass(flat, clamp=True, collect="tables")[1][:, 0, :]
+    torch.testing.assert_close(mu_d.reshape(-1, model.D), can, rtol=0, atol=1e-12)
+    torch.testing.assert_close(mu_p.reshape(-1, model.P), tables, rtol=0, atol=1e-12)

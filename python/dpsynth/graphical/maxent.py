@@ -306,7 +306,7 @@ class MaxEntModel:
 
     def canonical_means(self, theta: torch.Tensor) -> torch.Tensor:
         """μ_D = E[a_D] (…, D), the means of the canonical statistics: one unclamped pass, level by
-        level (:meth:`_calibrate_levels`), an order of magnitude cheaper than :meth:`table_marginals` for
+        level (:meth:`collect_means`), an order of magnitude cheaper than :meth:`table_marginals` for
         small cliques (a few dozen small matrix products instead of hundreds of broadcast ops)."""
         return self.collect_means(theta, "collect")[0]
 
@@ -317,6 +317,7 @@ class MaxEntModel:
         return self._level_collect(theta, names)[1]
 
     def _level_collect(self, theta, names) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """(A(θ) (…), :meth:`collect_means`) from the same pass."""
         batch = tuple(theta.shape[:-1])
         rows, cols, widths = self._level_map(tuple(names))
         log_z, belief = self._level_pass(theta)
@@ -345,7 +346,7 @@ class MaxEntModel:
         return log_z, self._apply(torch.cat(belief, dim=0), collect, dim=0).movedim(0, -1)
 
     def partition_and_means(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(A(θ) (…), μ_D (…, D)) from one unclamped pass (:meth:`_calibrate_levels`): the value and gradient of
+        """(A(θ) (…), μ_D (…, D)) from one unclamped pass (:meth:`_level_pass`): the value and gradient of
         the log-partition function."""
         log_z, (mu,) = self._level_collect(theta, ("collect",))
         return log_z, mu
