@@ -43,8 +43,8 @@ one-sided, prior-dominated tails that no sampler crosses quickly (see
   Fisher information at the mode). The chains target a cheap *surrogate*: the likelihood with its covariance V frozen at the warm-up
   draws' centre except each released table's own block, which follows θ
   (:meth:`NoiseAwareLikelihood.surrogate`, one unclamped message pass per gradient).
-  Up to ``IMPORTANCE_DRAWS`` draws, thinned evenly, are then reweighted to the exact posterior by
-  Pareto-smoothed importance sampling (PSIS; Vehtari et al. 2024), and the synthetic datasets are
+  Up to ``IMPORTANCE_DRAWS`` draws, thinned evenly (half when those meet the targets), are reweighted by
+  Pareto-smoothed importance sampling to the exact posterior (PSIS; Vehtari et al. 2024); datasets are
   drawn by sampling-importance-resampling. Diagnostics on the released cells' probabilities:
   split-R̂ of the chains (``rhat_target``), bulk ESS times the importance efficiency
   (``ess_target``) and the Pareto k̂ (≤ 0.7). While they miss, the chains run on, half as long
