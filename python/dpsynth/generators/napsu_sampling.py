@@ -40,8 +40,9 @@ MCMC_DEFAULTS_MAR = {"hmc": (16, 300, 400, 1)}
 #: the clamped pass that 3,200 draws were sized for)
 IMPORTANCE_DRAWS = 6400
 #: R̂ and ESS of the cells are computed on at most this many draws per chain (evenly thinned, so the
-#: ESS is that of the thinned draws: conservative): arviz's rank normalisation sorts every cell's
-#: draws, which took a third of a fit with two extensions (Adult-10, profiled)
+#: ESS is that of the thinned draws: conservative): the rank normalisation sorts every cell's
+#: draws (arviz-stats' per-cell loop took a third of a fit with two extensions, Adult-10, profiled;
+#: :mod:`dpsynth.graphical.mixing` now sorts them all at once)
 DIAGNOSTIC_DRAWS = 400
 #: extensions of the sampling phase (each EXTENSION_SHARE as long as the first) while R̂ / ESS
 #: miss their targets: short steps, so that a posterior that mixes quickly (complete-data Adult)
@@ -179,13 +180,14 @@ class PosteriorSampling:
         half = torch.zeros(kept.shape[1], dtype=torch.bool)
         half[1::2] = True                                   # draws[:, 2 step − 1::2 step]
         log_ratio = torch.zeros(kept.shape[:2], dtype=DTYPE)
-        for part in ((half, ~half) if kept.shape[1] >= 4 else (torch.ones_like(half),)):
+        done = torch.zeros_like(half)
+        for part in ((half, ~half) if kept.shape[1] >= 4 else (~done,)):
             points = kept[:, part].reshape(-1, kept.shape[-1])
             with torch.no_grad():
                 log_ratio[:, part] = (lik.log_posterior_many(points) - proposal(points)).reshape(kept.shape[0], -1)
-            done = half if part is half else torch.ones_like(half)
+            done = done | part
             cells = self._weighted(kept[:, done], log_ratio[:, done])
-            if part is not half or (cells["ess_bulk_min_cells"] >= self.ess_target and cells["pareto_k"] <= PARETO_K_MAX):
+            if bool(done.all()) or (cells["ess_bulk_min_cells"] >= self.ess_target and cells["pareto_k"] <= PARETO_K_MAX):
                 return cells
 
     def _weighted(self, kept: torch.Tensor, log_ratio: torch.Tensor) -> dict:

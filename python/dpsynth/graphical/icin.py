@@ -127,7 +127,7 @@ class IcinModel(MaxEntModel):
     def _flat_plan(self) -> dict:
         """:meth:`MaxEntModel._flat_plan` on the latent tree, plus ``features`` (liftᵀ, kept only as
         the non-zeros :meth:`_apply` uses), ``tables`` (the non-zeros of the map from clique cells
-        to every released table cell, :meth:`_table_hits`) and ``offset`` (Σ n_i) holding the
+        to every released table cell, :meth:`MaxEntModel._table_hits`) and ``offset`` (Σ n_i) holding the
         δ·x_j·R_j terms of ``shift`` (each on the first clique that holds x_j and R_j)."""
         cache = self.__dict__.setdefault("_evidence_cache", {})
         if "flat_plan" in cache:
@@ -145,20 +145,6 @@ class IcinModel(MaxEntModel):
         rows, cols = torch.nonzero(plan["lift"], as_tuple=True)
         plan.update(features_nonzero=(cols, rows, self.D), offset=offset)
         return plan
-
-    def _table_hits(self, start) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """The non-zeros (clique cell, released table cell, P) of the 0/1 map from all cliques'
-        cells (flattened, clique i from ``start[i]``) to every released table cell, each table
-        read off the first clique that holds it (kept sparse: dense it is tree cells × P)."""
-        rows, cols, col = [], [], 0
-        for t, size in zip(self.tables, self.table_sizes):
-            i = self._holder(self.lifted(t))
-            _, event = self._statistic_hits(i, t, np.arange(size))
-            c, r = np.nonzero(event)
-            rows.append(r + start[i])
-            cols.append(c + col)
-            col += size
-        return torch.as_tensor(np.concatenate(rows)), torch.as_tensor(np.concatenate(cols)), self.P
 
     def cell_map(self):
         """(B, c) of the released cells on the canonical statistics: an identity on the observed
