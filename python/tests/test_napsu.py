@@ -368,7 +368,8 @@ def test_hmc_reports_diagnostics_and_flags_a_posterior_that_has_not_mixed(toy_fi
 
 def test_each_extension_starts_with_the_metric_of_all_draws_so_far(toy_fit, monkeypatch):
     """A run that cannot meet R̂ ≤ 1 runs MAX_EXTENSIONS extensions; each continues the chains
-    from their last draw with the metric re-estimated from every draw kept before it."""
+    from their last draw with the coordinate map refitted to every draw kept before it and the
+    metric re-estimated from those draws in the map's coordinates."""
     from dpsynth.generators import napsu_sampling
     from dpsynth.graphical.posterior import shrunk_covariance
 
@@ -376,7 +377,8 @@ def test_each_extension_starts_with_the_metric_of_all_draws_so_far(toy_fit, monk
 
     def recording_hmc(log_prob, init, **kw):
         res = real_hmc(log_prob, init, **kw)
-        calls.append({"init": init.clone(), "cov": kw["cov"], "warmup": kw["warmup"], "draws": res.draws})
+        calls.append({"init": init.clone(), "cov": kw["cov"], "warmup": kw["warmup"], "draws": res.draws,
+                      "transform": kw.get("transform")})
         return res
 
     monkeypatch.setattr(napsu_sampling, "hmc", recording_hmc)
@@ -388,9 +390,39 @@ def test_each_extension_starts_with_the_metric_of_all_draws_so_far(toy_fit, monk
     for k in range(1, len(calls)):
         before = torch.cat([c["draws"] for c in calls[:k]], dim=1)
         assert calls[k]["warmup"] == 0 and torch.equal(calls[k]["init"], before[:, -1])
-        expected = shrunk_covariance(before.reshape(-1, before.shape[-1]).numpy())
+        flat = before.reshape(-1, before.shape[-1])
+        tmap, refit = calls[k]["transform"], napsu_sampling.fit_marginal_map(flat)
+        for name in ("loc", "scale", "skew", "tail"):
+            torch.testing.assert_close(getattr(tmap, name), getattr(refit, name), rtol=1e-9, atol=1e-12)
+        expected = shrunk_covariance(tmap.inverse(flat).numpy())
         np.testing.assert_allclose(calls[k]["cov"].numpy(), expected, rtol=1e-12)
     assert not np.allclose(calls[1]["cov"].numpy(), calls[2]["cov"].numpy())
+
+
+def test_importance_checks_evaluate_each_draw_once(toy_fit, monkeypatch):
+    """Every check after an extension reweights the draws (here the ESS target cannot be met), but
+    the exact log density of a draw is computed once: the log ratios of earlier checks are kept."""
+    from dpsynth.generators import napsu_sampling
+
+    seen, real = [], napsu_sampling.PosteriorSampling._importance_diagnostics
+
+    def counting(self, draws, lik, proposal):
+        class Counted:
+            def log_posterior_many(self, x):
+                seen.append(x.shape[0])
+                return lik.log_posterior_many(x)
+        return real(self, draws, Counted(), proposal)
+
+    monkeypatch.setattr(napsu_sampling.PosteriorSampling, "_importance_diagnostics", counting)
+    df, _ = toy_fit
+    with pytest.warns(dpsynth.PosteriorNotMixedWarning):
+        gen = NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, mcmc_chains=4, mcmc_warmup=60, mcmc_draws=40,
+                      rhat_target=2.0, ess_target=1e9).fit(df, TOY_SCHEMA, seed=1)
+    d = gen.diagnostics_
+    assert d["extended"] == napsu_sampling.MAX_EXTENSIONS and len(seen) > napsu_sampling.MAX_EXTENSIONS
+    total = d["chains"] * d["draws_per_chain"]                  # 960 draws, all reweighted at the end
+    assert d["importance_draws"] == total == gen.weights_.size and sum(seen) == total
+    assert gen.weights_.sum() == pytest.approx(1.0) and (gen.weights_ > 0).all()
 
 
 def test_default_sampler_mixes_and_matches_laplace_on_a_gaussian_posterior(toy_fit):

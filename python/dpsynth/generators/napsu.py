@@ -38,11 +38,11 @@ one-sided, prior-dominated tails that no sampler crosses quickly (see
 ``shared/reference/napsu-validity.md``).
 
 - ``inference="hmc"`` (default): Hamiltonian Monte Carlo (:func:`dpsynth.graphical.posterior.hmc`)
-  with a dense mass matrix adapted in warm-up from the pooled draws of all chains, 48 chains (one
-  batch; 16 under ``missing="mar"``: see :data:`MCMC_DEFAULTS`) started at draws from N(mode, 0.3² F⁻¹) (F the
-  Fisher information at the mode). The chains target a cheap *surrogate*: the likelihood with its covariance V frozen at the warm-up
-  draws' centre except each released table's own block, which follows θ
-  (:meth:`NoiseAwareLikelihood.surrogate`, one unclamped message pass per gradient).
+  with a dense mass matrix adapted in warm-up from the pooled draws of all chains, 48 chains (16 under
+  ``missing="mar"``: :data:`MCMC_DEFAULTS`) started at N(mode, 0.3² F⁻¹) (F the Fisher information at
+  the mode), in coordinates where a per-coordinate map refitted in warm-up undoes the skew of near-empty
+  cells' parameters (:data:`MARGINAL_MAP`). The chains target a cheap *surrogate*: the likelihood with V frozen at the
+  warm-up draws' centre but each table's own block (:meth:`NoiseAwareLikelihood.surrogate`, one message pass per gradient).
   Up to ``IMPORTANCE_DRAWS`` draws, thinned evenly (half when those meet the targets), are reweighted by
   Pareto-smoothed importance sampling to the exact posterior (PSIS; Vehtari et al. 2024); datasets are
   drawn by sampling-importance-resampling. Diagnostics on the released cells' probabilities:
@@ -134,8 +134,8 @@ from ..validation import check_int, check_positive_float, check_share
 from ..schema import MISSING
 from .base import Generator, check_count
 from .marginal_model import single_thread
-from .napsu_sampling import (DIAGNOSTIC_DRAWS, IMPORTANCE_DRAWS, INIT_SCALE, MAX_EXTENSIONS, PARETO_K_MAX,  # noqa: F401
-                             MCMC_DEFAULTS, MCMC_DEFAULTS_MAR, PosteriorNotMixedError, PosteriorSampling)
+from .napsu_sampling import (DIAGNOSTIC_DRAWS, IMPORTANCE_DRAWS, INIT_SCALE, MARGINAL_MAP, MAX_EXTENSIONS,  # noqa: F401
+                             MCMC_DEFAULTS, MCMC_DEFAULTS_MAR, PARETO_K_MAX, PosteriorNotMixedError, PosteriorSampling)
 from ..marginals.measure import Measurement, measure_marginals
 from ..marginals.mst import mst_select
 from .napsu_queries import check_queries, largest_clique, too_large

@@ -7,7 +7,8 @@
 - :func:`hmc`: Hamiltonian Monte Carlo (Neal 2011) for several chains at once (one batched
   gradient per leapfrog step), with a dense mass matrix adapted in Stan-style warm-up windows from
   the pooled draws of all chains and the step size by dual averaging (Hoffman & Gelman 2014,
-  §3.2). Written here rather than taken from Pyro: Pyro's NUTS runs one chain per process, while
+  §3.2), optionally in coordinates that a per-coordinate map refitted in warm-up makes closer
+  to Gaussian (:mod:`dpsynth.graphical.transport`). Written here rather than taken from Pyro: Pyro's NUTS runs one chain per process, while
   the NAPSU-MQ likelihood costs about as much for 8 chains in one batch as for 1.
 - Diagnostics: rank-normalised split-R̂ and bulk ESS (Vehtari et al. 2021) from arviz-stats.
 
@@ -33,6 +34,7 @@ import numpy as np
 import torch
 
 from .mixing import ess_bulk, rhat_and_ess, split_rhat  # noqa: F401  (the diagnostics' home; re-exported)
+from .transport import MarginalMap
 
 DTYPE = torch.float64
 
@@ -210,6 +212,7 @@ class HMCResult(_ChainSummary):
     second_stage_accept: float = float("nan")  # delayed acceptance: share of first-stage passes kept
     target: Callable = field(repr=False, default=None)  # the density the chains targeted at the end
     strays: int = 0  # chains restarted at settled chains' positions in warm-up (prune_strays)
+    transform: object = field(repr=False, default=None)  # the coordinate map the chains moved in at the end
 
 
 def shrunk_covariance(x: np.ndarray) -> np.ndarray:
@@ -244,7 +247,8 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
         draws: int = 200, target_accept: float = 0.8, path_length: float = 0.5 * math.pi, jitter: float = 0.5,
         max_leapfrog: int = 64, rng: np.random.Generator | None = None,
         step_size: float | None = None, surrogate: Callable | None = None,
-        delayed_acceptance: bool = True, prune_strays: bool = True) -> HMCResult:
+        delayed_acceptance: bool = True, prune_strays: bool = True, transform=None,
+        fit_transform: Callable | None = None) -> HMCResult:
     """Hamiltonian Monte Carlo (Neal 2011) with a dense mass matrix adapted in warm-up, for a
     batch of chains that start at the rows of ``init`` (chains, dim) and advance together (one
     batched value-and-gradient per leapfrog step).
@@ -276,6 +280,12 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     and collapse the step size of every chain. Warm-up only, so the kept draws remain a valid
     Markov chain; the result counts the restarts (``strays``).
 
+    ``transform`` / ``fit_transform``: the chains move in coordinates z with x = transform.forward(z)
+    (a :class:`dpsynth.graphical.transport.MarginalMap`; default x = z) and target the density
+    of x times |dx/dz|; ``cov`` is then the metric in z. ``fit_transform(draws)`` refits the map to
+    each slow window's draws (x) before the metric is estimated from them (in the new z): warm-up
+    only. ``init`` and the returned draws are in x.
+
     ``delayed_acceptance=False``: no second stage; the chains target the (final, fixed) surrogate
     itself, which the result returns as ``target`` so that the caller can reweight the draws to
     ``log_prob`` (:func:`psis_weights`). Cheaper per iteration and never sticky, at the price of
@@ -285,23 +295,25 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     rng = rng if rng is not None else np.random.default_rng(0)
     x = torch.as_tensor(init, dtype=DTYPE).clone()
     chains, dim = x.shape
+    tmap = transform if transform is not None else MarginalMap.identity(dim)
+    x = tmap.inverse(x)  # the chains' state is z; positions in the target's coordinates are tmap.forward(z)
     metric = torch.eye(dim, dtype=DTYPE) if cov is None else torch.as_tensor(cov, dtype=DTYPE)
     chol = torch.linalg.cholesky(0.5 * (metric + metric.T))
 
     def normal(shape):
         return torch.as_tensor(rng.standard_normal(shape), dtype=DTYPE)
 
-    guide = surrogate(x.mean(0)) if surrogate is not None else log_prob
+    guide = surrogate(tmap.forward(x).mean(0)) if surrogate is not None else log_prob
 
-    def u_and_grad(xx):
-        lp, g = _value_and_grad(guide, xx)
+    def u_and_grad(zz):
+        lp, g = _value_and_grad(lambda v: _mapped(guide, tmap, v), zz)
         u = -lp
         u[~torch.isfinite(u)] = math.inf
         return u, -g
 
-    def exact(xx):
+    def exact(zz):
         with torch.no_grad():
-            lp = log_prob(xx)
+            lp = _mapped(log_prob, tmap, zz)
         return torch.where(torch.isfinite(lp), lp, torch.full_like(lp, -math.inf))
 
     u, gx = u_and_grad(x)
@@ -367,12 +379,19 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
             da["log_bar"] = eta * log_step + (1 - eta) * da["log_bar"]
             step = math.exp(log_step)
             if it >= window_start:
-                window_draws.append(x.clone())
+                window_draws.append(tmap.forward(x))
             if windows and it + 1 == windows[0]:
                 good = settled_chains(lp_x if delayed else exact(x), dim) if prune_strays \
                     else torch.ones(chains, dtype=torch.bool)
-                pooled = torch.stack(window_draws, dim=1)[good].reshape(-1, dim).numpy()
-                metric = torch.as_tensor(shrunk_covariance(pooled), dtype=DTYPE)
+                pooled = torch.stack(window_draws, dim=1)[good].reshape(-1, dim)
+                if fit_transform is not None:  # a new map: the chains' z follow their positions
+                    positions = tmap.forward(x)
+                    tmap = fit_transform(pooled)
+                    x = tmap.inverse(positions)
+                    if delayed:
+                        lp_x = exact(x)
+                metric = torch.as_tensor(shrunk_covariance(tmap.inverse(pooled).numpy()), dtype=DTYPE)
+                pooled = pooled.numpy()
                 chol = torch.linalg.cholesky(metric)
                 moved = not bool(good.all())
                 if moved:  # strays restart where settled chains are (warm-up only)
@@ -387,7 +406,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
                     centre = torch.as_tensor(pooled.mean(0), dtype=DTYPE)
                     guide = surrogate(centre, torch.as_tensor(pooled, dtype=DTYPE)) if len(windows) == 1 \
                         else surrogate(centre)
-                if moved or surrogate is not None:  # new positions or a new guide: fresh energy
+                if moved or surrogate is not None or fit_transform is not None:  # fresh energy
                     u, gx = u_and_grad(x)
                 windows.pop(0)
                 window_draws = []
@@ -396,7 +415,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
             if it == warmup - 1:
                 step = math.exp(da["log_bar"])
         else:
-            kept.append(x.clone())
+            kept.append(tmap.forward(x))
             acc_kept.append(float(acc_prob.mean()))
             n_lf_kept.append(n_steps)
     samples = torch.stack(kept, dim=1)  # (chains, draws, dim)
@@ -404,7 +423,13 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     return HMCResult(samples, float(np.mean(acc_kept)) if acc_kept else float("nan"), step,
                      float(np.mean(n_lf_kept)) if n_lf_kept else float("nan"), n_grad, divergences,
                      time.perf_counter() - t0, split_rhat(arr), ess_bulk(arr), metric,
-                     float(np.mean(second_stage)) if second_stage else float("nan"), guide, strays)
+                     float(np.mean(second_stage)) if second_stage else float("nan"), guide, strays, tmap)
+
+
+def _mapped(log_prob, tmap, z):
+    """The density in the chains' coordinates z: log p(x(z)) + log |dx/dz|."""
+    x, log_jac = tmap.forward_and_log_jacobian(z)
+    return log_prob(x) + log_jac
 
 
 #: a chain whose exact log density lies more than this many standard deviations of a Gaussian

@@ -1,0 +1,187 @@
+"""Coordinate-wise sinh–arcsinh maps that bring a posterior's skewed, heavy-tailed coordinates
+closer to a Gaussian before HMC runs on them (transport-map preconditioning: Parno & Marzouk
+2018; Hoffman et al. 2019 with a learned map; here the simplest map, one per coordinate).
+
+Why: NAPSU-MQ's parameters of near-empty cells have a sharp bulk where the noisy count bounds the
+cell from above and a long, flat left shelf where the count could be zero under the noise (only
+the prior ends it). A dense metric rescales such a coordinate by its overall spread, so the step
+size is set by the bulk while the shelf needs long trajectories: on Adult-10 under MAR (seed 12)
+the coordinates with the lowest ESS were exactly those with skewness −2 to −3 and excess kurtosis
+10–24 (Spearman correlation of ESS with |skew| −0.76 over 240 coordinates).
+
+The map of one coordinate is the sinh–arcsinh transformation of Jones & Pewsey (2009):
+x = loc + scale · sinh((asinh(z) + skew) / tail), which turns a standard normal z into a
+distribution with skewness set by ``skew`` and tail weight by ``tail`` (tail < 1: heavier than
+Gaussian). :func:`fit_marginal_map` fits the four numbers of every coordinate by maximum
+likelihood on draws (shrunk towards the identity shape); HMC then runs on z with the density
+p(x(z)) |dx/dz| (:func:`dpsynth.graphical.posterior.hmc`, ``fit_transform=``). The map is fitted
+in warm-up only (and between runs), so each run is a valid HMC kernel for the target.
+
+Example
+-------
+>>> import torch
+>>> x = torch.distributions.Gumbel(0.0, 1.0).sample((4000, 2)).double()
+>>> m = fit_marginal_map(-x)  # left-skewed coordinates
+>>> m.active.tolist(), bool((m.skew < 0).all())  # both coordinates mapped, both left-skewed
+([0, 1], True)
+>>> z = m.inverse(-x)
+>>> float(abs(((z - z.mean(0)) ** 3).mean(0) / z.var(0) ** 1.5).max()) < 0.3  # from 1.1
+True
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+DTYPE = torch.float64
+#: bounds of the tail parameter: below 0.5 a step of a few units in z would map to a
+#: value of θ far outside anything the posterior supports (sinh grows as e^(|z|/tail))
+TAIL_RANGE = (0.5, 2.0)
+#: the shape parameters (skew, log tail) get a N(0, SHAPE_SD²)-like penalty per draw's worth of
+#: weight SHAPE_WEIGHT / n: a coordinate that is already Gaussian keeps the identity shape
+SHAPE_SD, SHAPE_WEIGHT = 1.0, 50.0
+#: coordinates whose fitted |skew| and |log tail| both stay below this keep x = z (the dense
+#: metric rescales them anyway): the map's cost is then that of the skewed coordinates only
+SHAPE_MIN = 0.1
+#: only coordinates whose draws' sample skewness or excess kurtosis exceeds these are fitted (on
+#: Adult-10 under MAR a fifth of the coordinates had skewness below −1)
+SCREEN_SKEW, SCREEN_KURTOSIS = 0.25, 1.0
+
+
+class MarginalMap:
+    """x = loc + scale · sinh((asinh(z) + skew) / tail), coordinate by coordinate (each a (dim,)
+    tensor), on the coordinates whose shape differs from a Gaussian's by at least
+    :data:`SHAPE_MIN` (``active``); x = z exactly on the others (:meth:`identity`: on all)."""
+
+    def __init__(self, loc, scale, skew, tail):
+        loc, scale, skew, tail = (torch.as_tensor(v, dtype=DTYPE) for v in (loc, scale, skew, tail))
+        self.active = torch.nonzero((skew.abs() >= SHAPE_MIN) | (torch.log(tail).abs() >= SHAPE_MIN)).flatten()
+        self.loc, self.scale, self.skew, self.tail = (v[self.active] for v in (loc, scale, skew, tail))
+        self.is_identity = self.active.numel() == 0
+
+    @classmethod
+    def identity(cls, dim: int) -> "MarginalMap":
+        zero, one = torch.zeros(dim, dtype=DTYPE), torch.ones(dim, dtype=DTYPE)
+        return cls(zero, one, zero, one)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.forward_and_log_jacobian(z.detach())[0]
+
+    def inverse(self, x: torch.Tensor) -> torch.Tensor:
+        z = x.detach().clone()
+        if not self.is_identity:
+            xa = x[..., self.active]
+            z[..., self.active] = torch.sinh(self.tail * torch.asinh((xa - self.loc) / self.scale) - self.skew)
+        return z
+
+    def log_jacobian(self, z: torch.Tensor) -> torch.Tensor:
+        """log |dx/dz| summed over the coordinates (…,)."""
+        return self.forward_and_log_jacobian(z)[1]
+
+    def forward_and_log_jacobian(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, log |dx/dz|) in one pass with a hand-written backward (:class:`_SinhArcsinh`): three
+        transcendental functions per coordinate instead of the dozen autograd would run (16
+        chains × 421 coordinates: 1.45 ms per gradient through autograd, profiled)."""
+        if self.is_identity:
+            return z.clone(), torch.zeros(z.shape[:-1], dtype=z.dtype)
+        return _SinhArcsinh.apply(z, self.active, self.loc, self.scale, self.skew, self.tail)
+
+
+class _SinhArcsinh(torch.autograd.Function):
+    """x = loc + scale·sinh(a), a = (asinh z + skew)/tail, and Σ log dx/dz with
+    dx/dz = scale·cosh(a) / (tail·√(1 + z²)); gradients with respect to z only (the map's
+    numbers are fixed while the chains move)."""
+
+    @staticmethod
+    def forward(ctx, z_all, active, loc, scale, skew, tail):
+        z = z_all[..., active]
+        root = torch.sqrt(1.0 + z * z)
+        a = (torch.log(z.abs() + root) * torch.sign(z) + skew) / tail   # asinh, odd and stable
+        e = torch.exp(-a.abs())                                           # e^(−|a|) ≤ 1
+        big = torch.exp(a.abs())
+        sinh = torch.sign(a) * 0.5 * (big - e)
+        cosh_scaled = 0.5 * (1.0 + e * e)                                 # cosh(a) · e^(−|a|)
+        log_cosh = a.abs() + torch.log(cosh_scaled)
+        x = z_all.clone()
+        x[..., active] = loc + scale * sinh
+        log_jac = (torch.log(scale / tail) + log_cosh - torch.log(root)).sum(-1)
+        ctx.save_for_backward(active, z, root, a, e, big, scale, tail)
+        return x, log_jac
+
+    @staticmethod
+    def backward(ctx, grad_x, grad_log_jac):
+        active, z, root, a, e, big, scale, tail = ctx.saved_tensors
+        cosh = 0.5 * (big + e)
+        tanh = torch.sign(a) * (1.0 - e * e) / (1.0 + e * e)
+        dx = scale * cosh / (tail * root)
+        dlog = tanh / (tail * root) - z / (root * root)
+        grad = grad_x.clone()
+        grad[..., active] = grad_x[..., active] * dx + grad_log_jac.unsqueeze(-1) * dlog
+        return grad, None, None, None, None, None
+
+
+def _shape(raw_skew, raw_tail):
+    lo, hi = math.log(TAIL_RANGE[0]), math.log(TAIL_RANGE[1])
+    log_tail = lo + (hi - lo) * torch.sigmoid(raw_tail)
+    return raw_skew, torch.exp(log_tail), log_tail
+
+
+def fit_marginal_map(draws: torch.Tensor, max_iter: int = 30, max_draws: int = 1000) -> MarginalMap:
+    """The sinh–arcsinh map of the coordinates of ``draws`` (n, dim) that look non-Gaussian
+    (sample |skewness| > :data:`SCREEN_SKEW` or |excess kurtosis| > :data:`SCREEN_KURTOSIS`, over
+    all draws), by penalised maximum likelihood (L-BFGS over those coordinates at once; they are
+    independent problems) on at most ``max_draws`` draws, thinned evenly. Starts at the median and
+    the robust spread (IQR / 1.349), the identity shape. The other coordinates keep x = z."""
+    x_all = torch.as_tensor(draws, dtype=DTYPE).detach()
+    dim = x_all.shape[1]
+    centred = x_all - x_all.mean(0)
+    var = (centred ** 2).mean(0).clamp(min=1e-300)
+    skew_hat, kurt_hat = (centred ** 3).mean(0) / var ** 1.5, (centred ** 4).mean(0) / var ** 2 - 3.0
+    screened = torch.nonzero((skew_hat.abs() > SCREEN_SKEW) | (kurt_hat.abs() > SCREEN_KURTOSIS)).flatten()
+    loc, scale = torch.zeros(dim, dtype=DTYPE), torch.ones(dim, dtype=DTYPE)
+    skew, tail = torch.zeros(dim, dtype=DTYPE), torch.ones(dim, dtype=DTYPE)
+    if screened.numel():
+        fitted = _fit_shash(x_all[::math.ceil(x_all.shape[0] / max_draws)][:, screened], max_iter)
+        for full, part in zip((loc, scale, skew, tail), fitted):
+            full[screened] = part
+    return MarginalMap(loc, scale, skew, tail)
+
+
+def _fit_shash(x: torch.Tensor, max_iter: int) -> tuple:
+    """(loc, scale, skew, tail) of each column of x by penalised maximum likelihood."""
+    n, dim = x.shape
+    q = torch.quantile(x, torch.tensor([0.25, 0.5, 0.75], dtype=DTYPE), dim=0)
+    spread = torch.clamp((q[2] - q[0]) / 1.349, min=1e-6)
+    spread = torch.where(spread > 1e-6, spread, x.std(0).clamp(min=1e-6))
+    mid = (math.log(1.0) - math.log(TAIL_RANGE[0])) / (math.log(TAIL_RANGE[1]) - math.log(TAIL_RANGE[0]))
+    params = torch.stack([q[1], torch.log(spread), torch.zeros(dim, dtype=DTYPE),
+                          torch.full((dim,), math.log(mid / (1 - mid)), dtype=DTYPE)]).requires_grad_(True)
+    penalty = SHAPE_WEIGHT / n / (2 * SHAPE_SD ** 2)
+
+    def loss():
+        loc, log_scale, raw_skew, raw_tail = params
+        skew, tail, log_tail = _shape(raw_skew, raw_tail)
+        y = (x - loc) / torch.exp(log_scale)
+        s = tail * torch.asinh(y) - skew
+        z = torch.sinh(s)
+        log_cosh = s.abs() + torch.log1p(torch.exp(-2 * s.abs())) - math.log(2.0)
+        # −log f(x): the normal's −log φ(z), less log |dz/dx|
+        nll = 0.5 * z * z - log_cosh - log_tail + 0.5 * torch.log1p(y * y) + log_scale
+        return nll.mean(0).sum() + penalty * (skew ** 2 + log_tail ** 2).sum()
+
+    opt = torch.optim.LBFGS([params], max_iter=max_iter, line_search_fn="strong_wolfe", tolerance_grad=1e-9)
+
+    def closure():
+        opt.zero_grad()
+        value = loss()
+        value.backward()
+        return value
+
+    opt.step(closure)
+    with torch.no_grad():
+        loc, log_scale, raw_skew, raw_tail = params
+        skew, tail, _ = _shape(raw_skew, raw_tail)
+        ok = torch.isfinite(loc) & torch.isfinite(log_scale) & torch.isfinite(skew) & torch.isfinite(tail)
+        return (torch.where(ok, loc, q[1]), torch.where(ok, torch.exp(log_scale), spread),
+                torch.where(ok, skew, 0.0), torch.where(ok, tail, 1.0))
