@@ -208,7 +208,7 @@ class HMCResult(_ChainSummary):
     seconds: float
     rhat: np.ndarray = field(repr=False)
     ess_bulk: np.ndarray = field(repr=False)
-    metric: torch.Tensor = field(repr=False, default=None)  # adapted covariance (inverse mass matrix)
+    metric: torch.Tensor = field(repr=False, default=None)  # adapted covariance (inverse mass matrix) in z
     second_stage_accept: float = float("nan")  # delayed acceptance: share of first-stage passes kept
     target: Callable = field(repr=False, default=None)  # the density the chains targeted at the end
     strays: int = 0  # chains restarted at settled chains' positions in warm-up (prune_strays)
