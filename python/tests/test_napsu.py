@@ -406,12 +406,12 @@ def test_importance_checks_evaluate_each_draw_once(toy_fit, monkeypatch):
 
     seen, real = [], napsu_sampling.PosteriorSampling._importance_diagnostics
 
-    def counting(self, draws, lik, proposal):
+    def counting(self, draws, lik, proposal, log_ratios):
         class Counted:
             def log_posterior_many(self, x):
                 seen.append(x.shape[0])
                 return lik.log_posterior_many(x)
-        return real(self, draws, Counted(), proposal)
+        return real(self, draws, Counted(), proposal, log_ratios)
 
     monkeypatch.setattr(napsu_sampling.PosteriorSampling, "_importance_diagnostics", counting)
     df, _ = toy_fit

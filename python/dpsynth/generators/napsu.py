@@ -41,8 +41,8 @@ one-sided, prior-dominated tails that no sampler crosses quickly (see
   with a dense mass matrix adapted in warm-up from the pooled draws of all chains, 48 chains (16 under
   ``missing="mar"``: :data:`MCMC_DEFAULTS`) started at N(mode, 0.3² F⁻¹) (F the Fisher information at
   the mode), in coordinates where a per-coordinate map refitted in warm-up undoes the skew of near-empty
-  cells' parameters (:data:`MARGINAL_MAP`). The chains target a cheap *surrogate*: the likelihood with V frozen at the
-  warm-up draws' centre but each table's own block (:meth:`NoiseAwareLikelihood.surrogate`, one message pass per gradient).
+  cells' parameters (:data:`MARGINAL_MAP`). The chains target a cheap *surrogate*: the likelihood with V
+  frozen at the warm-up draws' centre but each table's own block (:meth:`NoiseAwareLikelihood.surrogate`).
   Up to ``IMPORTANCE_DRAWS`` draws, thinned evenly (half when those meet the targets), are reweighted by
   Pareto-smoothed importance sampling to the exact posterior (PSIS; Vehtari et al. 2024); datasets are
   drawn by sampling-importance-resampling. Diagnostics on the released cells' probabilities:

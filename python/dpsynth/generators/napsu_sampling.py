@@ -86,13 +86,12 @@ class PosteriorSampling:
     def _run_hmc(self, lik, x0, cov0, rng):
         """Dispersed starts N(mode, INIT_SCALE² F⁻¹), adapted dense-metric HMC, and up to
         :data:`MAX_EXTENSIONS` extensions, each :data:`EXTENSION_SHARE` of the first run, while the cells' R̂ / ESS
-        miss their targets; each extension starts with the metric re-estimated from all draws so
-        far (a finite adaptation between runs: every run is a valid HMC kernel for the fixed
-        target, started where the chains stopped). ``"hmc"``: the chains
+        miss their targets; each extension starts with the coordinate map (:data:`MARGINAL_MAP`) and
+        the metric re-estimated from all draws so far (a finite adaptation between runs: every run
+        is a valid HMC kernel for the fixed target, started where the chains stopped). ``"hmc"``: the chains
         target the surrogate and the draws are reweighted to the exact posterior by
         Pareto-smoothed importance sampling; ``"hmc-da"``: delayed acceptance, exact but sticky."""
         delayed = self.inference_ == "hmc-da"
-        self._log_ratios = torch.zeros((0, 0), dtype=DTYPE)  # exact − surrogate, kept across checks
         cov0 = 0.5 * (cov0 + cov0.T)
         chol0 = torch.linalg.cholesky(cov0)
         init = x0 + INIT_SCALE * torch.as_tensor(rng.standard_normal((self.mcmc_chains_, lik.dim)), dtype=DTYPE) @ chol0.T
@@ -101,13 +100,21 @@ class PosteriorSampling:
                   rng=rng, surrogate=lik.surrogate, delayed_acceptance=delayed, fit_transform=fit_map)
         draws, seconds, n_grad = res.draws[:, self.mcmc_thin_ - 1::self.mcmc_thin_], res.seconds, res.gradient_evaluations
         guide = res.target if not delayed else lik.surrogate(draws.reshape(-1, lik.dim).mean(0))
+        log_ratios = torch.zeros((draws.shape[0], 0), dtype=DTYPE)  # exact − surrogate; NaN: not evaluated
+
+        def reweight(draws):
+            nonlocal log_ratios  # kept across checks, grown to the draws so far
+            grown = torch.full(draws.shape[:2], math.nan, dtype=DTYPE)
+            grown[:, :log_ratios.shape[1]] = log_ratios
+            log_ratios = grown
+            return self._importance_diagnostics(draws, lik, guide, log_ratios)
 
         def diagnose(draws):
             # the exact evaluations behind the importance weights (most of a fit's cost beside the
             # chains) only when the chains' R̂ already meets its target
             cells = self._cell_diagnostics(draws)
             if not delayed and cells.get("rhat_max_cells", math.inf) <= self.rhat_target:
-                cells.update(self._importance_diagnostics(draws, lik, guide))
+                cells.update(reweight(draws))
             return cells
 
         cells = diagnose(draws)
@@ -125,7 +132,7 @@ class PosteriorSampling:
             seconds, n_grad, extended = seconds + more.seconds, n_grad + more.gradient_evaluations, extended + 1
             cells = diagnose(draws)
         if not delayed and cells and "weights" not in cells:  # the chains target the surrogate: reweight
-            cells.update(self._importance_diagnostics(draws, lik, guide))
+            cells.update(reweight(draws))
         self.weights_ = cells.pop("weights", None)
         self.draws_ = cells.pop("kept", draws).detach()
         if delayed:
@@ -176,7 +183,7 @@ class PosteriorSampling:
         return {"rhat_max_cells": nan_extreme(max, np.atleast_1d(rhat)),
                 "ess_bulk_min_cells": nan_extreme(min, np.atleast_1d(ess))}
 
-    def _importance_diagnostics(self, draws: torch.Tensor, lik, proposal) -> dict:
+    def _importance_diagnostics(self, draws: torch.Tensor, lik, proposal, log_ratios: torch.Tensor) -> dict:
         """The draws (chains targeting ``proposal``, the surrogate) reweighted to
         ``lik.log_posterior`` by PSIS over at most :data:`IMPORTANCE_DRAWS` of them, thinned evenly
         by a power-of-two stride: first over every other one of those, and over all only when that
@@ -184,32 +191,26 @@ class PosteriorSampling:
         Adult-10 column MCAR, 14 ms on the bundled Adult's first 10 columns; half the draws kept
         89 % of the bulk ESS on an Adult-10 MAR fit). The strides nest (a draw thinned at stride
         2s is one at stride s), so the log ratios of draws evaluated at an earlier check are kept
-        and reused (``_log_ratios``): a check after an extension evaluates only draws it has not
-        seen. The ESS reported is the kept draws' bulk ESS times the importance efficiency,
+        and reused: ``log_ratios`` (chains, draws) holds them, NaN where not yet evaluated, and is
+        filled in place; a check after an extension evaluates only draws it has not seen. The ESS
+        reported is the kept draws' bulk ESS times the importance efficiency,
         ``pareto_k`` is k̂."""
         chains, n = draws.shape[:2]
         step = 1 << max(0, math.ceil(math.log2(chains * n / IMPORTANCE_DRAWS)))
         index = torch.arange(step - 1, n, step)
-        if self._log_ratios.shape != (chains, n):  # grow the cache to the draws so far (NaN: not evaluated)
-            grown = torch.full((chains, n), math.nan, dtype=DTYPE)
-            if self._log_ratios.shape[0] == chains:
-                grown[:, :self._log_ratios.shape[1]] = self._log_ratios
-            self._log_ratios = grown
         half = (index + 1) % (2 * step) == 0                # the draws a stride of 2 step keeps
         done = torch.zeros_like(half)
         for part in ((half, ~half) if len(index) >= 4 else (~done,)):
             cols = index[part]
-            todo = torch.isnan(self._log_ratios[:, cols])
-            if bool(todo.any()):
-                points = draws[:, cols][todo]
+            chain, col = torch.nonzero(torch.isnan(log_ratios[:, cols]), as_tuple=True)
+            if chain.numel():
+                points = draws[chain, cols[col]]
                 with torch.no_grad():
-                    fresh = lik.log_posterior_many(points) - proposal(points)
-                block = self._log_ratios[:, cols]
-                block[todo] = fresh
-                self._log_ratios[:, cols] = block
+                    log_ratios[chain, cols[col]] = lik.log_posterior_many(points) - proposal(points)
             done = done | part
-            cells = self._weighted(draws[:, index[done]], self._log_ratios[:, index[done]])
-            if bool(done.all()) or (cells["ess_bulk_min_cells"] >= self.ess_target and cells["pareto_k"] <= PARETO_K_MAX):
+            cells = self._weighted(draws[:, index[done]], log_ratios[:, index[done]])
+            met = cells["ess_bulk_min_cells"] >= self.ess_target and cells["pareto_k"] <= PARETO_K_MAX
+            if bool(done.all()) or met:
                 return cells
 
     def _weighted(self, kept: torch.Tensor, log_ratio: torch.Tensor) -> dict:

@@ -8,8 +8,9 @@
   gradient per leapfrog step), with a dense mass matrix adapted in Stan-style warm-up windows from
   the pooled draws of all chains and the step size by dual averaging (Hoffman & Gelman 2014,
   §3.2), optionally in coordinates that a per-coordinate map refitted in warm-up makes closer
-  to Gaussian (:mod:`dpsynth.graphical.transport`). Written here rather than taken from Pyro: Pyro's NUTS runs one chain per process, while
-  the NAPSU-MQ likelihood costs about as much for 8 chains in one batch as for 1.
+  to Gaussian (:mod:`dpsynth.graphical.transport`). Written here rather than taken from Pyro:
+  Pyro's NUTS runs one chain per process, while the NAPSU-MQ likelihood costs about as much for 8
+  chains in one batch as for 1.
 - Diagnostics: rank-normalised split-R̂ and bulk ESS (Vehtari et al. 2021) from arviz-stats.
 
 The log-density ``log_prob(x)`` takes a batch (…, dim) and returns (…,); non-finite values are

@@ -13,9 +13,10 @@ The map of one coordinate is the sinh–arcsinh transformation of Jones & Pewsey
 x = loc + scale · sinh((asinh(z) + skew) / tail), which turns a standard normal z into a
 distribution with skewness set by ``skew`` and tail weight by ``tail`` (tail < 1: heavier than
 Gaussian). :func:`fit_marginal_map` fits the four numbers of each coordinate whose draws look
-skewed or heavy-tailed by maximum likelihood (shrunk towards the identity shape); HMC then runs on z with the density
-p(x(z)) |dx/dz| (:func:`dpsynth.graphical.posterior.hmc`, ``fit_transform=``). The map is fitted
-in warm-up only (and between runs), so each run is a valid HMC kernel for the target.
+skewed or heavy-tailed by maximum likelihood (shrunk towards the identity shape); HMC then runs on
+z with the density p(x(z)) |dx/dz| (:func:`dpsynth.graphical.posterior.hmc`, ``fit_transform=``).
+The map is fitted in warm-up only (and between runs), so each run is a valid HMC kernel for the
+target.
 
 Example
 -------
