@@ -41,6 +41,7 @@ import torch
 from .domain import Domain
 from .factor import DTYPE, Factor
 from .junction_tree import JunctionTree
+from .sparse_map import SparseMap
 
 #: log-weight that clamps a configuration away (exp(−1e4) = 0 in float64, yet finite, so that
 #: log-sum-exp gradients stay finite where a whole slice is clamped away)
@@ -316,16 +317,24 @@ class MaxEntModel:
         unclamped pass (:meth:`_level_pass`) and one gather / scatter-add over all of them."""
         return self._level_collect(theta, names)[1]
 
-    def _level_collect(self, theta, names) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """(A(θ) (…), :meth:`collect_means`) from the same pass."""
+    def tilted_means(self, theta: torch.Tensor, tilt: torch.Tensor) -> torch.Tensor:
+        """μ_D (…, D) under p(x | θ) tilted by exp(tiltᵀ a_D(x)): the canonical statistics a_D, not
+        the features θ multiplies (they differ in :class:`dpsynth.graphical.icin.IcinModel`). Along
+        a direction u, (tilted_means(θ, h u) − μ_D(θ)) · u / h → uᵀ Cov_θ(a_D) u as h → 0: a
+        variance of the released statistics for the cost of one more pass."""
+        return self._level_collect(theta, ("collect",), tilt)[1][0]
+
+    def _level_collect(self, theta, names, tilt=None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """(A(θ) (…), :meth:`collect_means`) from the same pass (tilted as in :meth:`tilted_means`)."""
         batch = tuple(theta.shape[:-1])
-        rows, cols, widths = self._level_map(tuple(names))
-        log_z, belief = self._level_pass(theta)
-        out = belief.new_zeros((sum(widths), belief.shape[1])).index_add(0, cols, belief.index_select(0, rows))
+        collect, widths = self._level_map(tuple(names))
+        cells = None if tilt is None else self._level_map(("collect",))[0].T(tilt.reshape(-1, self.D).T)
+        log_z, belief = self._level_pass(theta, cells)
+        out = collect(belief)
         return log_z.reshape(batch), [o.T.reshape(batch + (-1,)) for o in torch.split(out, widths, dim=0)]
 
-    def _level_map(self, names: tuple) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-        """The non-zeros of the maps ``names`` side by side, rows in the level pass's cell order."""
+    def _level_map(self, names: tuple) -> tuple[SparseMap, list[int]]:
+        """The maps ``names`` stacked (their widths), from cells in the level pass's order."""
         cache = self.__dict__.setdefault("_evidence_cache", {})
         key = ("level_map",) + names
         if key not in cache:
@@ -335,7 +344,8 @@ class MaxEntModel:
                 rows.append(inverse[r])
                 cols.append(c + sum(widths))
                 widths.append(w)
-            cache[key] = (torch.cat(rows), torch.cat(cols), widths)
+            n_cells = len(self._level_plan()["order"])
+            cache[key] = (SparseMap(torch.cat(cols), torch.cat(rows), (sum(widths), n_cells)), widths)
         return cache[key]
 
     def _flat_pass(self, theta: torch.Tensor, clamp: bool, collect: str = "collect") -> tuple[torch.Tensor, torch.Tensor]:
@@ -486,10 +496,20 @@ class MaxEntModel:
                 (cell0[jt.parent[c]] + torch.arange(plan["sizes"][jt.parent[c]]),
                  sep0[c] + plan["parent_to_sep"][c], torch.full((plan["sizes"][jt.parent[c]],), j))
                 for c, j in kids]))
+        for d, lv in enumerate(out):  # the gathers and scatter-adds of the pass as sparse products
+            if "sep" in lv:  # cells → their separator cells (sums); its transpose lifts separator cells
+                lv["to_sep"] = SparseMap(lv["sep"], torch.arange(lv["size"]), (lv["sep_size"], lv["size"]))
+            if "pairs" in lv:  # parent cell × child's separator cell: both sides of each pair
+                cell, sep, _ = lv["pairs"]
+                pairs = torch.arange(cell.numel())
+                lv["pair_cell"] = SparseMap(pairs, cell, (cell.numel(), lv["size"]))
+                lv["pair_sep"] = SparseMap(pairs, sep, (cell.numel(), out[d + 1]["sep_size"]))
+                lv["add_up"] = SparseMap(cell, sep, (lv["size"], out[d + 1]["sep_size"]))
         order = torch.as_tensor(np.concatenate([np.arange(start[i], start[i + 1]) for c in levels for i in c]))
         inverse = torch.argsort(order)
         rows, cols, _ = self._sparse("lift")
-        lp = {"levels": out, "order": order, "inverse": inverse, "lift": (rows, inverse[cols]),
+        lp = {"levels": out, "order": order, "inverse": inverse,
+              "lift": SparseMap(inverse[cols], rows, (len(order), self.D)),
               "offset": None if plan.get("offset") is None else plan["offset"].index_select(0, order)[:, None]}
         cache["level_plan"] = lp
         return lp
@@ -501,7 +521,7 @@ class MaxEntModel:
         belief = belief.index_select(0, self._level_plan()["inverse"])
         return log_z.reshape(shape), [b.reshape((-1,) + shape) for b in torch.split(belief, self._flat_plan()["sizes"], dim=0)]
 
-    def _level_pass(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _level_pass(self, theta: torch.Tensor, tilt: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(log Z (B,), the beliefs of every clique cell (cells in level order, B)) for θ (…, D)
         flattened to B rows: the unclamped sum-product in log space, one level of the junction tree
         at a time: all cliques of a level share each gather, scatter-add and exp, so a pass costs a
@@ -509,43 +529,42 @@ class MaxEntModel:
         hundred, and on CPU each costs microseconds of overhead: most of a surrogate gradient on
         Adult-10 under MAR, 5.5 → 4.1 ms). Up: b_i = ψ_i + Σ_children lift(u_c), u_i = log Σ_{cells → separator} e^{b_i}.
         Down: d_c = log Σ_{parent cells → separator} e^{f_p − lift(u_c)}, f_c = b_c + lift(d_c);
-        beliefs e^{f_i − log Z}. Each log-sum-exp is shifted by its group's (detached) maximum."""
+        beliefs e^{f_i − log Z}. Each log-sum-exp is shifted by its group's (detached) maximum.
+        ``tilt`` (cells in level order, B) is added to the log-potentials."""
         lp = self._level_plan()
-        th = theta.reshape(-1, self.D).T.contiguous()                      # (D, B): gathers along rows
-        rows, cells = lp["lift"]                                            # θ → cells in level order
-        flat = th.new_zeros((len(lp["order"]), th.shape[1])).index_add(0, cells, th.index_select(0, rows))
+        flat = lp["lift"](theta.reshape(-1, self.D).T)                    # θ → cells in level order
+        if tilt is not None:
+            flat = flat + tilt
         if lp["offset"] is not None:
             flat = flat + lp["offset"]
         levels = lp["levels"]
         pieces = torch.split(flat, [lv["size"] for lv in levels], dim=0)
 
-        def log_sum(x, group, n_groups, index, width):
-            """log Σ e^x over the rows of x sharing ``index`` (width bins); ``group`` (rows): the
-            shift's group of each row (n_groups of them)."""
+        def log_sum(x, group, n_groups, to_sep):
+            """log Σ e^x over the rows of x that ``to_sep`` sums into one separator cell;
+            ``group`` (rows): the shift's group of each row (n_groups of them)."""
             with torch.no_grad():
                 top = x.new_full((n_groups, x.shape[1]), -math.inf).scatter_reduce(
                     0, group[:, None].expand_as(x), x, "amax", include_self=True)
-            return top, x.new_zeros((width, x.shape[1])).index_add(0, index, torch.exp(x - top.index_select(0, group)))
+            return top, to_sep(torch.exp(x - top.index_select(0, group)))
 
         up, below = [None] * len(levels), [None] * len(levels)
         for d in reversed(range(len(levels))):
             b = pieces[d]
             if d + 1 < len(levels):
-                cell, sep, _ = levels[d]["pairs"]
-                b = b.index_add(0, cell, up[d + 1].index_select(0, sep))
+                b = b + levels[d]["add_up"](up[d + 1])
             below[d] = b
             if d > 0:
                 lv = levels[d]
-                top, s = log_sum(b, lv["clique"], lv["n"], lv["sep"], lv["sep_size"])
+                top, s = log_sum(b, lv["clique"], lv["n"], lv["to_sep"])
                 up[d] = torch.log(s) + top.index_select(0, lv["sep_clique"])
         log_z = torch.logsumexp(below[0], dim=0)
         full = [below[0]]
         for d in range(1, len(levels)):
-            cell, sep, child = levels[d - 1]["pairs"]
-            lv = levels[d]
-            x = full[d - 1].index_select(0, cell) - up[d].index_select(0, sep)
-            top, s = log_sum(x, child, lv["n"], sep, lv["sep_size"])
-            full.append(below[d] + (torch.log(s) + top.index_select(0, lv["sep_clique"])).index_select(0, lv["sep"]))
+            parent, lv = levels[d - 1], levels[d]
+            x = parent["pair_cell"](full[d - 1]) - parent["pair_sep"](up[d])
+            top, s = log_sum(x, parent["pairs"][2], lv["n"], parent["pair_sep"].T)
+            full.append(below[d] + lv["to_sep"].T(torch.log(s) + top.index_select(0, lv["sep_clique"])))
         return log_z, torch.exp(torch.cat(full, dim=0) - log_z)
 
     def _sparse(self, name: str) -> tuple[torch.Tensor, torch.Tensor, int]:
