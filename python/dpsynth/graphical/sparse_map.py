@@ -33,7 +33,10 @@ def _csr(rows: torch.Tensor, cols: torch.Tensor, shape: tuple[int, int]) -> torc
     coo = torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape, check_invariants=True)
     with warnings.catch_warnings():  # "sparse CSR support is in beta": products with a dense matrix are all we use
         warnings.simplefilter("ignore", UserWarning)
-        return coo.coalesce().to_sparse_csr()
+        csr = coo.coalesce().to_sparse_csr()
+        # 32-bit indices: with 64-bit ones every product first converted them (2,592 → 971 cells,
+        # 16 chains: 109 → 97 µs)
+        return torch.sparse_csr_tensor(csr.crow_indices().int(), csr.col_indices().int(), csr.values(), shape)
 
 
 class SparseMap:
