@@ -318,10 +318,9 @@ class MaxEntModel:
         return self._level_collect(theta, names)[1]
 
     def tilted_means(self, theta: torch.Tensor, tilt: torch.Tensor) -> torch.Tensor:
-        """μ_D (…, D) under p(x | θ) tilted by exp(tiltᵀ a_D(x)): the canonical statistics a_D, not
-        the features θ multiplies (they differ in :class:`dpsynth.graphical.icin.IcinModel`). Along
-        a direction u, (tilted_means(θ, h u) − μ_D(θ)) · u / h → uᵀ Cov_θ(a_D) u as h → 0: a
-        variance of the released statistics for the cost of one more pass."""
+        """μ_D (…, D) under p(x | θ) tilted by exp(tiltᵀ a_D(x)) (a_D the statistics, not the features
+        θ multiplies: they differ in :class:`dpsynth.graphical.icin.IcinModel`). Along u,
+        (tilted_means(θ, h u) − μ_D(θ)) · u / h → uᵀ Cov_θ(a_D) u as h → 0, for one more pass."""
         return self._level_collect(theta, ("collect",), tilt)[1][0]
 
     def _level_collect(self, theta, names, tilt=None) -> tuple[torch.Tensor, list[torch.Tensor]]:
