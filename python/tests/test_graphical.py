@@ -524,8 +524,8 @@ def test_table_log_density_is_each_tables_own_gaussian_and_the_surrogate_exact_f
             want[k] += multivariate_normal(float(n[k, 0]) * m, cov).logpdf(t.ravel())
     np.testing.assert_allclose(got - got[0], want - want[0], rtol=1e-9, atol=1e-8)
 
-    # the frozen-V surrogate (the first-order one is tested below)
-    monkeypatch.setattr(noise_aware, "FIRST_ORDER", "never")
+    # the frozen-V surrogate (the expanded one is tested below)
+    monkeypatch.setattr(noise_aware, "EXPAND_V", "never")
     one = MaxEntModel(dom, [("a", "b", "c")])
     single = NoiseAwareLikelihood(one, _noisy_tables(one, rng, scale=30.0), [3.0], [0], 2.5)
     x_ref = torch.zeros(single.dim, dtype=torch.float64)
@@ -724,11 +724,11 @@ def test_tilted_means_give_the_variance_of_a_linear_statistic(kind):
     torch.testing.assert_close(model.tilted_means(theta, 0 * u), model.canonical_means(theta), rtol=0, atol=1e-14)
 
 
-def test_first_order_surrogate_is_closer_to_the_exact_posterior_than_frozen_v(monkeypatch):
-    """The reduced form's surrogate with V⁻¹ expanded to first order about x_ref follows the exact
+def test_expanded_v_surrogate_is_closer_to_the_exact_posterior_than_frozen_v(monkeypatch):
+    """The reduced form's surrogate with V⁻¹ expanded to second order about x_ref follows the exact
     log posterior around x_ref more closely than V frozen (but for each table's own block), each with
-    the linear term that matches the exact gradient at x_ref; it equals the frozen quadratic form at
-    x_ref itself."""
+    the linear term that matches the exact gradient at x_ref; far from x_ref it stays finite and
+    below the density at x_ref (the expanded quadratic form is bounded below)."""
     from dpsynth.graphical import noise_aware
     from dpsynth.graphical.icin import IcinModel
     from dpsynth.graphical.noise_aware import NoiseAwareLikelihood
@@ -741,9 +741,9 @@ def test_first_order_surrogate_is_closer_to_the_exact_posterior_than_frozen_v(mo
     near = x_ref + torch.as_tensor(rng.normal(0, 0.02, (200, lik.dim)))  # about the posterior's own spread
     exact = lik.log_posterior(near)
     warmup = lik.surrogate(x_ref)  # by default, warm-up windows (no draws) keep the cheaper frozen V
-    monkeypatch.setattr(noise_aware, "FIRST_ORDER_WARMUP", True)
+    monkeypatch.setattr(noise_aware, "EXPAND_V_WARMUP", True)
     first = lik.surrogate(x_ref)
-    monkeypatch.setattr(noise_aware, "FIRST_ORDER", "never")
+    monkeypatch.setattr(noise_aware, "EXPAND_V", "never")
     frozen = lik.surrogate(x_ref)
     torch.testing.assert_close(warmup(near), frozen(near), rtol=0, atol=1e-9)
     sd_first, sd_frozen = float((exact - first(near)).std()), float((exact - frozen(near)).std())
@@ -753,3 +753,8 @@ def test_first_order_surrogate_is_closer_to_the_exact_posterior_than_frozen_v(mo
     (g_exact,) = torch.autograd.grad(lik.log_posterior(xr), xr)
     (g_first,) = torch.autograd.grad(first(xr), xr)
     torch.testing.assert_close(g_first, g_exact, rtol=1e-6, atol=1e-6)
+    far = x_ref + torch.as_tensor(rng.normal(0, 2.0, (50, lik.dim)))
+    with torch.no_grad():  # −½ (quadratic form) − ½ log |V₀| ≤ −½ log |V₀|: the form is never negative
+        quadratic = first(far) - lik.log_prior(far) - first.cap * torch.tanh(((far - x_ref) @ first.slope) / first.cap)
+        half_log_det = float(torch.log(torch.diagonal(lik._terms(x_ref)[4])).sum())
+    assert bool(torch.isfinite(quadratic).all()) and bool((quadratic <= -half_log_det + 1e-9).all())

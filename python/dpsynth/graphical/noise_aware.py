@@ -85,21 +85,19 @@ FOLLOW_CAP = 5.0
 #: window until the surrogate's log density had risen by 1,200 nats and the exact one fallen by 950
 #: (θ with sd 20 under a N(0, 2.5²) prior), and the step size collapsed to 0.002
 LINEAR_CAP = 25.0
-#: where the reduced form's surrogate expands V⁻¹ to first order about its reference point
-#: (:meth:`NoiseAwareLikelihood._first_order`) instead of freezing V but for each table's own block:
+#: where the reduced form's surrogate expands V⁻¹ about its reference point to second order
+#: (:meth:`NoiseAwareLikelihood._expanded_v`) instead of freezing V but for each table's own block:
 #: ``"incomplete"`` for the ICIN model of incomplete data (:class:`dpsynth.graphical.icin.IcinModel`),
-#: ``"always"`` or ``"never"``. Adult-10, 20 % MCAR, seed 1 (beside another fit): importance
-#: efficiency 0.25 → 0.84, min ESS of the cells after weighting 504 → 1,171, 14,394 → 11,607
-#: gradients; the complete-data default keeps the cheaper frozen V (one calibration per gradient,
-#: not two), with which it mixes and covers within its time target
-FIRST_ORDER = "incomplete"
+#: ``"always"`` or ``"never"``. The complete-data default keeps the cheaper frozen V (one
+#: calibration per gradient, not two), with which it mixes and covers within its time target
+EXPAND_V = "incomplete"
 #: ... for the warm-up windows' surrogates too (they only steer the adaptation); False: only for the
-#: last window's, which the draws are reweighted from. Same fit: 12,374 gradients, 177 s of MCMC
-#: with it, 11,607 and 156 s without; efficiency 0.79 / 0.84
-FIRST_ORDER_WARMUP = False
-#: soft cap (nats) of that first-order correction, and the forward difference's step h·|u|
-#: (relative error ~1e-7 against the clamped moments at 1e-5, Adult-10 MCAR)
-FIRST_ORDER_CAP, FD_STEP = 10.0, 1e-5
+#: last window's, which the draws are reweighted from. Adult-10, 20 % MCAR, seed 1, first-order
+#: expansion (beside another fit): 12,374 gradients and 177 s of MCMC with it, 11,607 and 156 s without
+EXPAND_V_WARMUP = False
+#: the forward difference's step h·|u| in that expansion (relative error ~1e-7 against the clamped
+#: moments at 1e-5, Adult-10 MCAR)
+FD_STEP = 1e-5
 #: exact evaluations spent fitting the surrogate's linear term to draws (:func:`fit_draws`). A fixed
 #: 1,024 left a 376-parameter fit (Adult-10 MAR, seed 11, 16 chains: 688 draws after thinning) with
 #: the gradient at x_ref: sd of log p − log q over the chains' draws 1.54, against 0.83 fitted to
@@ -257,9 +255,9 @@ class NoiseAwareLikelihood(StartingPoint):
         with the covariance V frozen at ``x_ref`` (its Cholesky factor computed once), so that an
         evaluation needs only the mean μ(θ) — one calibration, first derivatives of A — instead of
         the clamped second moments whose gradient needs third derivatives. In the reduced form
-        (:data:`FIRST_ORDER`) V⁻¹ is instead expanded to first order about V(x_ref)
-        (:meth:`_first_order`: two calibrations) for the models :data:`FIRST_ORDER` names, at the
-        last warm-up window's reference point (with ``draws``) and, with :data:`FIRST_ORDER_WARMUP`,
+        V⁻¹ is instead expanded about V(x_ref) (:meth:`_expanded_v`: two calibrations) for the
+        models :data:`EXPAND_V` names, at the
+        last warm-up window's reference point (with ``draws``) and, with :data:`EXPAND_V_WARMUP`,
         at every window's. Used as the guide of
         delayed-acceptance HMC, which corrects it to the exact posterior. Where V hardly changes
         over the posterior (common cells: nΣ is stable; rare cells: the noise dominates V) the two
@@ -274,11 +272,11 @@ class NoiseAwareLikelihood(StartingPoint):
         difference where the chains go rather than at one point (Adult-10, ε = 1: importance
         efficiency 0.19 in one fit before, median 0.31 over 20 fits after, bench/napsu_validity.py)."""
         x_ref = torch.as_tensor(x_ref, dtype=DTYPE).detach()
-        wanted = FIRST_ORDER == "always" or (FIRST_ORDER == "incomplete" and hasattr(self.model, "incomplete"))
-        first = wanted and self.form == "reduced" and (draws is not None or FIRST_ORDER_WARMUP)
-        frozen = self._first_order(x_ref) if first else self._frozen_v(x_ref)
+        wanted = EXPAND_V == "always" or (EXPAND_V == "incomplete" and hasattr(self.model, "incomplete"))
+        first = wanted and self.form == "reduced" and (draws is not None or EXPAND_V_WARMUP)
+        frozen = self._expanded_v(x_ref) if first else self._frozen_v(x_ref)
         slope = None if draws is None else self._fitted_slope(frozen, x_ref, draws)
-        if slope is None:  # first-order correction: the gradient of log p − log q at x_ref
+        if slope is None:  # the gradient of log p − log q at x_ref
             xr = x_ref.clone().requires_grad_(True)
             (slope,) = torch.autograd.grad(self.log_posterior(xr) - frozen(xr), xr)
         slope = torch.nan_to_num(slope.detach(), nan=0.0, posinf=0.0, neginf=0.0)
@@ -295,7 +293,7 @@ class NoiseAwareLikelihood(StartingPoint):
 
     def _frozen_v(self, x_ref: torch.Tensor):
         """The surrogate's density before its linear term: V frozen at ``x_ref`` but for each
-        table's own block (:meth:`surrogate`); the dense form's, and where :data:`FIRST_ORDER` says so."""
+        table's own block (:meth:`surrogate`): the dense form's, and where :data:`EXPAND_V` says so."""
         with torch.no_grad():
             chol = self._terms(x_ref)[4]
             tables_ref = self._frozen_tables(self._means(x_ref)[1], self.counts(x_ref))
@@ -316,39 +314,42 @@ class NoiseAwareLikelihood(StartingPoint):
             return -0.5 * (z ** 2).sum(-1) - log_det + follow + self.log_prior(x)
         return frozen
 
-    def _first_order(self, x_ref: torch.Tensor):
-        """The reduced form's log density with V⁻¹ expanded to first order about V₀ = V(x_ref):
-        rᵀV⁻¹r ≈ rᵀV₀⁻¹r − uᵀ(V − V₀)u with u = V₀⁻¹r, r = ŝ − n(μ_D, 1), and V − V₀ = nΣ_D(θ) − n₀Σ_D(θ₀)
-        (⊕ 0); log |V| stays at log |V₀| (the linear term of :meth:`surrogate` takes up its
-        first-order change). uᵀΣ_D(θ)u, the variance of uᵀa_D, is a forward difference of the
-        means along a tilt by u (:meth:`MaxEntModel.tilted_means`): two message passes per
-        evaluation instead of the clamped D × D moments. The correction is soft-capped at
-        ±:data:`FIRST_ORDER_CAP` nats (first order turns indefinite far from x_ref). Adult-10, 20 %
-        MCAR, seed 1, 1,200 held-out draws: importance efficiency 0.75 with no linear term, against
-        0.30 for the frozen V whose tables' blocks follow θ (:meth:`_frozen_v`) with its fitted
-        linear term; 0.87 with the exact log |V|."""
+    def _expanded_v(self, x_ref: torch.Tensor):
+        """The reduced form's log density with V⁻¹ expanded about V₀ = V(x_ref) to second order in
+        ΔV = V − V₀ = nΣ_D(θ) − n₀Σ_D(θ₀) (⊕ 0), r = ŝ − n(μ_D, 1), u = V₀⁻¹r:
+
+            rᵀV⁻¹r ≈ rᵀV₀⁻¹r − uᵀΔVu + (ΔVu)ᵀV₀⁻¹(ΔVu),
+
+        which needs ΔV only through ΔVu: Σ_D(θ)u is a forward difference of the means along a tilt
+        by u (:meth:`MaxEntModel.tilted_means`), two message passes per evaluation instead of the
+        clamped D × D moments. With E = V₀^{-1/2}ΔVV₀^{-1/2} the form is yᵀ(I − E + E²)y ≥ ¾|y|²
+        (y = V₀^{-1/2}r): never above the frozen form's bound, so it opens no spurious mode far from
+        x_ref and needs no cap. log |V| stays at log |V₀| (the linear term of :meth:`surrogate`
+        takes up its first-order change). Adult-10, 20 % MCAR, seed 1, 1,200 held-out draws, no
+        linear term: importance efficiency 0.94 (0.75 to first order only, 0.30 for the frozen V
+        whose tables' blocks follow θ with its fitted linear term, :meth:`_frozen_v`)."""
         d = self.D
         with torch.no_grad():
             _, _, cov0, n0, chol0 = self._terms(x_ref)
             v0_inv = torch.cholesky_inverse(chol0)
             v0_inv = 0.5 * (v0_inv + v0_inv.T)
+            w0 = v0_inv[:d, :d].contiguous()
             sigma0 = n0[0] * cov0[:d, :d]
             u0 = ((self.y - n0 * self._means(x_ref)[0]) @ v0_inv)[:d]
             step = FD_STEP / max(float(u0.norm()), 1e-3)  # h |u| ≈ FD_STEP near x_ref
         log_det = float(torch.log(torch.diagonal(chol0)).sum())
 
-        def first_order(x: torch.Tensor) -> torch.Tensor:
+        def expanded(x: torch.Tensor) -> torch.Tensor:
             theta = x[..., :d]
             n = self.counts(x)[..., :1]
             mu = self.model.canonical_means(theta)
             r = self.y - n * torch.cat([mu, torch.ones_like(mu[..., :1])], dim=-1)
             u = r @ v0_inv
             ud = u[..., :d]
-            var_u = ((self.model.tilted_means(theta, step * ud) - mu) * ud).sum(-1) / step
-            corr = 0.5 * (n[..., 0] * var_u - ((ud @ sigma0) * ud).sum(-1))
-            corr = FIRST_ORDER_CAP * torch.tanh(corr / FIRST_ORDER_CAP)
-            return -0.5 * (r * u).sum(-1) + corr - log_det + self.log_prior(x)
-        return first_order
+            dvu = n * (self.model.tilted_means(theta, step * ud) - mu) / step - ud @ sigma0   # ΔV u
+            quad = (r * u).sum(-1) - (ud * dvu).sum(-1) + ((dvu @ w0) * dvu).sum(-1)
+            return -0.5 * quad - log_det + self.log_prior(x)
+        return expanded
 
     def _means(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(the mean statistic of the likelihood's form, μ_P every released cell's probability)
