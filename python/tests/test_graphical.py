@@ -725,7 +725,7 @@ def test_tilted_means_give_the_variance_of_a_linear_statistic(kind):
 
 
 def test_expanded_v_surrogate_is_closer_to_the_exact_posterior_than_frozen_v(monkeypatch):
-    """The reduced form's surrogate with V⁻¹ expanded to second order about x_ref follows the exact
+    """The reduced form's surrogate with rᵀV⁻¹r expanded about V(x_ref) follows the exact
     log posterior around x_ref more closely than V frozen (but for each table's own block), each with
     the linear term that matches the exact gradient at x_ref; far from x_ref it stays finite and
     below the density at x_ref (the expanded quadratic form is bounded below)."""

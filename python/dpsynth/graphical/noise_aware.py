@@ -85,7 +85,7 @@ FOLLOW_CAP = 5.0
 #: window until the surrogate's log density had risen by 1,200 nats and the exact one fallen by 950
 #: (θ with sd 20 under a N(0, 2.5²) prior), and the step size collapsed to 0.002
 LINEAR_CAP = 25.0
-#: where the reduced form's surrogate expands V⁻¹ about its reference point to second order
+#: where the reduced form's surrogate expands V⁻¹ about its reference point
 #: (:meth:`NoiseAwareLikelihood._expanded_v`) instead of freezing V but for each table's own block:
 #: ``"incomplete"`` for the ICIN model of incomplete data (:class:`dpsynth.graphical.icin.IcinModel`),
 #: ``"always"`` or ``"never"``. The complete-data default keeps the cheaper frozen V (one
@@ -315,19 +315,24 @@ class NoiseAwareLikelihood(StartingPoint):
         return frozen
 
     def _expanded_v(self, x_ref: torch.Tensor):
-        """The reduced form's log density with V⁻¹ expanded about V₀ = V(x_ref) to second order in
-        ΔV = V − V₀ = nΣ_D(θ) − n₀Σ_D(θ₀) (⊕ 0), r = ŝ − n(μ_D, 1), u = V₀⁻¹r:
+        """The reduced form's log density with rᵀV⁻¹r, r = ŝ − n(μ_D, 1), approximated from three numbers
+        about V₀ = V(x_ref) and ΔV = V − V₀ = nΣ_D(θ) − n₀Σ_D(θ₀) (⊕ 0): with u = V₀⁻¹r,
+        a = rᵀV₀⁻¹r, b = uᵀΔVu, c = (ΔVu)ᵀV₀⁻¹(ΔVu). In E = V₀^{-1/2}ΔVV₀^{-1/2}'s eigenbasis,
+        rᵀV⁻¹r = a·E_w[1/(1 + e)] with weights w from y = V₀^{-1/2}r, mean ē = b/a and variance
+        c/a − ē² ≥ 0; expanding 1/(1 + e) about ē to second order,
 
-            rᵀV⁻¹r ≈ rᵀV₀⁻¹r − uᵀΔVu + (ΔVu)ᵀV₀⁻¹(ΔVu),
+            rᵀV⁻¹r ≈ a/(1 + ē) + (c − b²/a)/(1 + ē)³,
 
-        which needs ΔV only through ΔVu: Σ_D(θ)u is a forward difference of the means along a tilt
-        by u (:meth:`MaxEntModel.tilted_means`), two message passes per evaluation instead of the
-        clamped D × D moments. With E = V₀^{-1/2}ΔVV₀^{-1/2} the form is yᵀ(I − E + E²)y ≥ ¾|y|²
-        (y = V₀^{-1/2}r): never above the frozen form's bound, so it opens no spurious mode far from
-        x_ref and needs no cap. log |V| stays at log |V₀| (the linear term of :meth:`surrogate`
-        takes up its first-order change). Adult-10, 20 % MCAR, seed 1, 1,200 held-out draws, no
-        linear term: importance efficiency 0.94 (0.75 to first order only, 0.30 for the frozen V
-        whose tables' blocks follow θ with its fitted linear term, :meth:`_frozen_v`)."""
+        exact when E acts as a scalar on y, and never below the lower bound a/(1 + ē) (Jensen;
+        1 + ē > 0 as V is positive definite), so it opens no spurious mode. ΔV enters only through
+        ΔVu: Σ_D(θ)u is a forward difference of the means along a tilt by u
+        (:meth:`MaxEntModel.tilted_means`), two message passes per evaluation instead of the clamped
+        D × D moments. log |V| stays at log |V₀| (the linear term of :meth:`surrogate` takes up its
+        first-order change). Importance efficiency on 1,200 held-out draws, with the fitted linear
+        term (Adult-10, 20 % MCAR, seed 1) / on 1,500 draws around the mode (the bundled Adult's
+        first 10 columns with their NAs, D = 1,016): 0.965 / 0.967; the Taylor series in ΔV about 0
+        to second order 0.956 / 0.0007 (a heavy tail where ΔV is large), to first order 0.754 /
+        0.71; V frozen but for each table's own block (:meth:`_frozen_v`) 0.30 / 0.0007."""
         d = self.D
         with torch.no_grad():
             _, _, cov0, n0, chol0 = self._terms(x_ref)
@@ -347,8 +352,9 @@ class NoiseAwareLikelihood(StartingPoint):
             u = r @ v0_inv
             ud = u[..., :d]
             dvu = n * (self.model.tilted_means(theta, step * ud) - mu) / step - ud @ sigma0   # ΔV u
-            quad = (r * u).sum(-1) - (ud * dvu).sum(-1) + ((dvu @ w0) * dvu).sum(-1)
-            return -0.5 * quad - log_det + self.log_prior(x)
+            a, b, c = (r * u).sum(-1), (ud * dvu).sum(-1), ((dvu @ w0) * dvu).sum(-1)
+            t = 1.0 + b / a
+            return -0.5 * (a / t + (c - b * b / a) / t ** 3) - log_det + self.log_prior(x)
         return expanded
 
     def _means(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
