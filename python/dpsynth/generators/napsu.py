@@ -42,11 +42,11 @@ one-sided, prior-dominated tails that no sampler crosses quickly (see
   ``missing="mar"``: :data:`MCMC_DEFAULTS`) started at N(mode, 0.3² F⁻¹) (F the Fisher information at
   the mode), in coordinates where a per-coordinate map refitted in warm-up undoes the skew of near-empty
   cells' parameters (:data:`MARGINAL_MAP`). The chains target a cheap *surrogate*: the likelihood with V
-  frozen at the warm-up draws' centre but each table's own block (:meth:`NoiseAwareLikelihood.surrogate`).
-  Up to ``IMPORTANCE_DRAWS`` draws, thinned evenly (half when those meet the targets), are reweighted by
-  Pareto-smoothed importance sampling to the exact posterior (PSIS; Vehtari et al. 2024); datasets are
-  drawn by sampling-importance-resampling. Diagnostics on the released cells' probabilities:
-  split-R̂ of the chains (``rhat_target``), bulk ESS times the importance efficiency
+  frozen at the warm-up draws' centre but each table's own block, or for incomplete data rᵀV⁻¹r expanded
+  about it (:meth:`NoiseAwareLikelihood.surrogate`). Up to ``IMPORTANCE_DRAWS`` draws, thinned evenly (a
+  quarter, then half, while those miss the targets), are reweighted by Pareto-smoothed importance sampling
+  to the exact posterior (PSIS; Vehtari et al. 2024); datasets are drawn by sampling-importance-resampling.
+  Diagnostics on the released cells' probabilities: split-R̂ of the chains (``rhat_target``), bulk ESS times the importance efficiency
   (``ess_target``) and the Pareto k̂ (≤ 0.7). While they miss, the chains run on, half as long
   again each time, up to ``MAX_EXTENSIONS`` times; when they still miss, ``diagnostics_["mixed"]`` is
   False, a :class:`PosteriorNotMixedWarning` is raised at fit and at every ``sample()``, and the reports say so (``on_not_mixed="raise"`` makes

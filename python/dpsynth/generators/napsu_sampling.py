@@ -189,8 +189,8 @@ class PosteriorSampling:
         by a power-of-two stride: first over every fourth one of those, then every other one, and
         over all only while the ESS or k̂ target is missed (each draw costs one exact evaluation:
         2.3 ms with every Adult-10 column MCAR, 14 ms on the bundled Adult's first 10 columns; half
-        the draws kept 89 % of the bulk ESS on an Adult-10 MAR fit; with the first-order surrogate,
-        importance efficiency ≈ 0.8, a quarter meets the target). The strides nest (a draw thinned at stride
+        the draws kept 89 % of the bulk ESS on an Adult-10 MAR fit; with the expanded-V surrogate of
+        incomplete data, importance efficiency ≈ 0.95, a quarter meets the target). The strides nest (a draw thinned at stride
         2s is one at stride s), so the log ratios of draws evaluated at an earlier check are kept
         and reused: ``log_ratios`` (chains, draws) holds them, NaN where not yet evaluated, and is
         filled in place; a check after an extension evaluates only draws it has not seen. The ESS

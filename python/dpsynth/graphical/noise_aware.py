@@ -273,12 +273,12 @@ class NoiseAwareLikelihood(StartingPoint):
         efficiency 0.19 in one fit before, median 0.31 over 20 fits after, bench/napsu_validity.py)."""
         x_ref = torch.as_tensor(x_ref, dtype=DTYPE).detach()
         wanted = EXPAND_V == "always" or (EXPAND_V == "incomplete" and hasattr(self.model, "incomplete"))
-        first = wanted and self.form == "reduced" and (draws is not None or EXPAND_V_WARMUP)
-        frozen = self._expanded_v(x_ref) if first else self._frozen_v(x_ref)
-        slope = None if draws is None else self._fitted_slope(frozen, x_ref, draws)
+        expand = wanted and self.form == "reduced" and (draws is not None or EXPAND_V_WARMUP)
+        base = self._expanded_v(x_ref) if expand else self._frozen_v(x_ref)  # the density before its linear term
+        slope = None if draws is None else self._fitted_slope(base, x_ref, draws)
         if slope is None:  # the gradient of log p − log q at x_ref
             xr = x_ref.clone().requires_grad_(True)
-            (slope,) = torch.autograd.grad(self.log_posterior(xr) - frozen(xr), xr)
+            (slope,) = torch.autograd.grad(self.log_posterior(xr) - base(xr), xr)
         slope = torch.nan_to_num(slope.detach(), nan=0.0, posinf=0.0, neginf=0.0)
         # the cap leaves the term alone where the chains were: twice its largest value over draws
         reach = 0.0 if draws is None else float(((torch.as_tensor(draws, dtype=DTYPE).reshape(-1, self.dim) - x_ref)
@@ -286,7 +286,7 @@ class NoiseAwareLikelihood(StartingPoint):
         cap = max(LINEAR_CAP, 2.0 * reach) if math.isfinite(reach) else LINEAR_CAP
 
         def log_prob(x: torch.Tensor) -> torch.Tensor:
-            return frozen(x) + cap * torch.tanh(((x - x_ref) @ slope) / cap)
+            return base(x) + cap * torch.tanh(((x - x_ref) @ slope) / cap)
 
         log_prob.slope, log_prob.cap = slope, cap  # the linear term, for diagnostics
         return log_prob
@@ -335,12 +335,12 @@ class NoiseAwareLikelihood(StartingPoint):
         0.71; V frozen but for each table's own block (:meth:`_frozen_v`) 0.30 / 0.0007."""
         d = self.D
         with torch.no_grad():
-            _, _, cov0, n0, chol0 = self._terms(x_ref)
+            _, mu0, cov0, n0, chol0 = self._terms(x_ref)
             v0_inv = torch.cholesky_inverse(chol0)
             v0_inv = 0.5 * (v0_inv + v0_inv.T)
             w0 = v0_inv[:d, :d].contiguous()
             sigma0 = n0[0] * cov0[:d, :d]
-            u0 = ((self.y - n0 * self._means(x_ref)[0]) @ v0_inv)[:d]
+            u0 = ((self.y - n0 * mu0) @ v0_inv)[:d]
             step = FD_STEP / max(float(u0.norm()), 1e-3)  # h |u| ≈ FD_STEP near x_ref
         log_det = float(torch.log(torch.diagonal(chol0)).sum())
 
