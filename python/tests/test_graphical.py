@@ -722,6 +722,12 @@ def test_tilted_means_give_the_variance_of_a_linear_statistic(kind):
     (g_ref,) = torch.autograd.grad(want.sum(), theta)
     torch.testing.assert_close(g, g_ref, rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(model.tilted_means(theta, 0 * u), model.canonical_means(theta), rtol=0, atol=1e-14)
+    # the two passes may share one lifting of θ (as the expanded surrogate does): same values, same gradient
+    flat = model.lifted_potentials(theta)
+    shared = ((model.tilted_means(theta, h * u, flat) - model.canonical_means(theta, flat)) * u).sum(-1) / h
+    torch.testing.assert_close(shared, got, rtol=0, atol=1e-12)
+    (g_shared,) = torch.autograd.grad(shared.sum(), theta)
+    torch.testing.assert_close(g_shared, g, rtol=0, atol=1e-10)
 
 
 def test_expanded_v_surrogate_is_closer_to_the_exact_posterior_than_frozen_v(monkeypatch):

@@ -305,30 +305,35 @@ class MaxEntModel:
         m2 = p_j.unsqueeze(-1) * cond_can[..., 1:, :]
         return mu, 0.5 * (m2 + m2.transpose(-1, -2))
 
-    def canonical_means(self, theta: torch.Tensor) -> torch.Tensor:
+    def canonical_means(self, theta: torch.Tensor, flat: torch.Tensor | None = None) -> torch.Tensor:
         """μ_D = E[a_D] (…, D), the means of the canonical statistics: one unclamped pass, level by
         level (:meth:`collect_means`), an order of magnitude cheaper than :meth:`table_marginals` for
-        small cliques (a few dozen small matrix products instead of hundreds of broadcast ops)."""
-        return self.collect_means(theta, "collect")[0]
+        small cliques. ``flat``: θ's log-potentials on the tree cells (:meth:`lifted_potentials`)."""
+        return self._level_collect(theta, ("collect",), flat=flat)[1][0]
 
     def collect_means(self, theta: torch.Tensor, *names: str) -> list[torch.Tensor]:
         """The probabilities of the events of the plan's 0/1 maps ``names`` (``"collect"``: the
-        canonical statistics, ``"tables"``: every released cell), (…, width) each, from one
-        unclamped pass (:meth:`_level_pass`) and one gather / scatter-add over all of them."""
+        canonical statistics, ``"tables"``: every released cell), (…, width) each, from one pass."""
         return self._level_collect(theta, names)[1]
 
-    def tilted_means(self, theta: torch.Tensor, tilt: torch.Tensor) -> torch.Tensor:
+    def tilted_means(self, theta: torch.Tensor, tilt: torch.Tensor, flat: torch.Tensor | None = None) -> torch.Tensor:
         """μ_D (…, D) under p(x | θ) tilted by exp(tiltᵀ a_D(x)) (a_D the statistics, not the features
         θ multiplies: they differ in :class:`dpsynth.graphical.icin.IcinModel`). Along u,
-        (tilted_means(θ, h u) − μ_D(θ)) · u / h → uᵀ Cov_θ(a_D) u as h → 0, for one more pass."""
-        return self._level_collect(theta, ("collect",), tilt)[1][0]
+        (tilted_means(θ, h u) − μ_D(θ)) · u / h → uᵀ Cov_θ(a_D) u as h → 0 (``flat``: as in :meth:`canonical_means`)."""
+        return self._level_collect(theta, ("collect",), tilt, flat)[1][0]
 
-    def _level_collect(self, theta, names, tilt=None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def lifted_potentials(self, theta: torch.Tensor) -> torch.Tensor:
+        """θ (…, D) as log-potentials of the tree cells in the level pass's order (cells, B): one product."""
+        lp = self._level_plan()
+        flat = lp["lift"](theta.reshape(-1, self.D).T)
+        return flat if lp["offset"] is None else flat + lp["offset"]
+
+    def _level_collect(self, theta, names, tilt=None, flat=None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """(A(θ) (…), :meth:`collect_means`) from the same pass (tilted as in :meth:`tilted_means`)."""
         batch = tuple(theta.shape[:-1])
         collect, widths = self._level_map(tuple(names))
         cells = None if tilt is None else self._level_map(("collect",))[0].T(tilt.reshape(-1, self.D).T)
-        log_z, belief = self._level_pass(theta, cells)
+        log_z, belief = self._level_pass(theta, cells, flat)
         out = collect(belief)
         return log_z.reshape(batch), [o.T.reshape(batch + (-1,)) for o in torch.split(out, widths, dim=0)]
 
@@ -393,11 +398,10 @@ class MaxEntModel:
         return next(i for i, c in enumerate(self.jt.cliques) if set(attrs) <= set(c))
 
     def _calibrate_flat(self, theta: torch.Tensor, clamp: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Two-pass sum-product in linear space on flattened clique tables: each clique's
-        potential is shifted by its maximum and every message renormalised, so nothing
-        overflows. With ``clamp`` the batch gains an axis of D + 1 pieces of evidence (row 0
-        free, row 1 + j keeps only canonical cell j); without it, :meth:`_calibrate_levels`
-        computes the pass a level of the tree at a time and that axis has length 1.
+        """Two-pass sum-product in linear space on flattened clique tables, each clique's potential
+        shifted by its maximum and every message renormalised. With ``clamp`` the batch gains an axis
+        of D + 1 pieces of evidence (row 0 free, row 1 + j keeps only canonical cell j); without it
+        :meth:`_calibrate_levels` computes it level by level and that axis has length 1.
         Returns (log Z (…, R), the clique beliefs, (n_i, …, R) each, normalised per clique)."""
         jt = self.jt
         plan = self._flat_plan()
@@ -519,22 +523,19 @@ class MaxEntModel:
         belief = belief.index_select(0, self._level_plan()["inverse"])
         return log_z.reshape(shape), [b.reshape((-1,) + shape) for b in torch.split(belief, self._flat_plan()["sizes"], dim=0)]
 
-    def _level_pass(self, theta: torch.Tensor, tilt: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(log Z (B,), the beliefs of every clique cell (cells in level order, B)) for θ (…, D)
-        flattened to B rows: the unclamped sum-product in log space, one level of the junction tree
-        at a time: all cliques of a level share each gather, scatter-add and exp, so a pass costs a
-        few dozen tensor operations whatever the number of cliques (per-clique passes cost a few
-        hundred, and on CPU each costs microseconds of overhead: most of a surrogate gradient on
-        Adult-10 under MAR, 5.5 → 4.1 ms). Up: b_i = ψ_i + Σ_children lift(u_c), u_i = log Σ_{cells → separator} e^{b_i}.
-        Down: d_c = log Σ_{parent cells → separator} e^{f_p} − u_c, f_c = b_c + lift(d_c);
-        beliefs e^{f_i − log Z}. Each log-sum-exp is shifted by its group's (detached) maximum.
-        ``tilt`` (cells in level order, B) is added to the log-potentials."""
+    def _level_pass(self, theta: torch.Tensor, tilt: torch.Tensor | None = None,
+                    flat: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log Z (B,), the beliefs of every clique cell (cells in level order, B)) for θ (…, D) as B
+        rows: the unclamped sum-product in log space, one junction-tree level at a time (all cliques
+        of a level share each operation: per-clique passes cost hundreds of microsecond-overhead ops).
+        Up: b_i = ψ_i + Σ_children lift(u_c), u_i = log Σ_{cells → separator} e^{b_i}. Down:
+        d_c = log Σ_{parent cells → separator} e^{f_p} − u_c, f_c = b_c + lift(d_c); beliefs
+        e^{f_i − log Z}; each log-sum-exp shifted by its group's (detached) maximum. ``tilt`` (cells,
+        B) is added to the log-potentials ψ, ``flat`` (:meth:`lifted_potentials`) replaces them."""
         lp = self._level_plan()
-        flat = lp["lift"](theta.reshape(-1, self.D).T)                    # θ → cells in level order
+        flat = self.lifted_potentials(theta) if flat is None else flat    # θ → cells in level order
         if tilt is not None:
             flat = flat + tilt
-        if lp["offset"] is not None:
-            flat = flat + lp["offset"]
         levels = lp["levels"]
         pieces = torch.split(flat, [lv["size"] for lv in levels], dim=0)
 
@@ -576,9 +577,8 @@ class MaxEntModel:
         return plan[key]
 
     def _apply(self, x: torch.Tensor, name: str, dim: int = -1) -> torch.Tensor:
-        """x @ plan[name] along ``dim`` for a sparse 0/1 matrix, as a gather and a scatter-add over
-        its non-zeros (a few per clique cell): the dense product cost batch × cells × statistics
-        and was the largest term of a gradient at 2,000 tree cells."""
+        """x @ plan[name] along ``dim`` for a sparse 0/1 matrix: a gather and a scatter-add over its
+        non-zeros (a dense product cost batch × cells × statistics)."""
         rows, cols, width = self._sparse(name)
         shape = list(x.shape)
         shape[dim] = width

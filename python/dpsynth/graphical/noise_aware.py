@@ -339,7 +339,8 @@ class NoiseAwareLikelihood(StartingPoint):
             v0_inv = torch.cholesky_inverse(chol0)
             v0_inv = 0.5 * (v0_inv + v0_inv.T)
             w0 = v0_inv[:d, :d].contiguous()
-            sigma0 = n0[0] * cov0[:d, :d]
+            # u = V₀⁻¹r and Σ₀u_D (n₀Σ_D(θ₀) u_D) from one product with r
+            u_and_sigma0 = torch.cat([v0_inv, v0_inv[:, :d] @ (n0[0] * cov0[:d, :d])], dim=1)
             u0 = ((self.y - n0 * mu0) @ v0_inv)[:d]
             step = FD_STEP / max(float(u0.norm()), 1e-3)  # h |u| ≈ FD_STEP near x_ref
         log_det = float(torch.log(torch.diagonal(chol0)).sum())
@@ -347,11 +348,12 @@ class NoiseAwareLikelihood(StartingPoint):
         def expanded(x: torch.Tensor) -> torch.Tensor:
             theta = x[..., :d]
             n = self.counts(x)[..., :1]
-            mu = self.model.canonical_means(theta)
+            flat = self.model.lifted_potentials(theta)  # shared by the two passes
+            mu = self.model.canonical_means(theta, flat)
             r = self.y - n * torch.cat([mu, torch.ones_like(mu[..., :1])], dim=-1)
-            u = r @ v0_inv
+            u, sigma0_u = (r @ u_and_sigma0).split([r.shape[-1], d], dim=-1)
             ud = u[..., :d]
-            dvu = n * (self.model.tilted_means(theta, step * ud) - mu) / step - ud @ sigma0   # ΔV u
+            dvu = n * (self.model.tilted_means(theta, step * ud, flat) - mu) / step - sigma0_u   # ΔV u
             a, b, c = (r * u).sum(-1), (ud * dvu).sum(-1), ((dvu @ w0) * dvu).sum(-1)
             t = 1.0 + b / a
             return -0.5 * (a / t + (c - b * b / a) / t ** 3) - log_det + self.log_prior(x)

@@ -66,4 +66,8 @@ class _Apply(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return ctx.sparse_map.T(grad), None
+        if torch.is_grad_enabled():  # a graph of the backward (double backward): the transposed map as a Function
+            return ctx.sparse_map.T(grad), None
+        # a plain gradient: the product itself (an autograd Function's own overhead, ~20 µs, was
+        # a tenth of a level pass's backward on Adult-10 with 20 % MCAR)
+        return ctx.sparse_map.T.matrix @ grad.contiguous(), None
