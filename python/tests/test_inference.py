@@ -594,3 +594,22 @@ def test_pool_fits_applies_fit_pooleds_policy_to_fits_made_elsewhere():
     failed = pool_fits([None] + params[1:], [None] + covs[1:], errors=["the fit failed: boom"] + [None] * 4,
                        df_resid=dfs)
     assert failed.dropped["reason"].iloc[0] == "the fit failed: boom"
+
+
+def test_string_columns_are_read_as_categoricals_with_patsys_levels():
+    """Columns of strings reach patsy as Categoricals of their sorted values (a fast path): the same
+    coefficients as before, C(x, levels=...) still honoured, and the caller's frame left as it was."""
+    rng = np.random.default_rng(3)
+    n = 400
+    df = pd.DataFrame({"y": rng.integers(0, 2, n), "g": rng.choice(["b", "a", "c"], n).astype(object),
+                       "x": rng.normal(size=n)})
+    df.loc[::25, "g"] = None
+    before = df.copy()
+    res = dpsynth.fit_pooled([df, df.copy()], "y ~ g + x", family="binomial").to_frame().set_index("term")
+    assert list(res.index) == ["Intercept", "g[T.b]", "g[T.c]", "x"]
+    coded = df.assign(g=pd.Categorical(df["g"], categories=["a", "b", "c"]))
+    want = dpsynth.fit_pooled([coded, coded.copy()], "y ~ g + x", family="binomial").to_frame().set_index("term")
+    np.testing.assert_allclose(res["estimate"], want["estimate"], rtol=0, atol=1e-12)
+    lev = dpsynth.fit_pooled([df, df.copy()], "y ~ C(g, levels=['c', 'b', 'a']) + x", family="binomial").to_frame()
+    assert lev["term"].tolist()[1:3] == ["C(g, levels=['c', 'b', 'a'])[T.b]", "C(g, levels=['c', 'b', 'a'])[T.a]"]
+    pd.testing.assert_frame_equal(df, before)

@@ -54,6 +54,25 @@ class DatasetFit:
     result: object = None         # the statsmodels results (kept only when asked)
 
 
+def categorical_strings(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each column of strings (object dtype, every non-missing value a str) as a
+    pandas Categorical of its sorted values: the levels patsy gives such a column itself, but read
+    from the codes instead of patsy's value-by-value lookup (on Adult-10 with 32,561 rows that loop
+    was 0.5 s of a 0.7 s logistic fit). A new frame; the caller's is not modified.
+
+    >>> categorical_strings(pd.DataFrame({"g": ["b", "a", None]}))["g"].cat.categories.tolist()
+    ['a', 'b']
+    """
+    changed = {}
+    for name in frame.columns:
+        col = frame[name]
+        if col.dtype == object:
+            values = col.dropna()
+            if len(values) and all(isinstance(v, str) for v in values.unique()):
+                changed[name] = pd.Categorical(col, categories=sorted(values.unique()))
+    return frame.assign(**changed) if changed and all(isinstance(n, str) for n in changed) else frame
+
+
 def fit_one(frame, formula, family: Family, env, index=None, coding=None, outcome=None,
             fit_kwds=None, keep_result=False) -> tuple[DatasetFit, list]:
     """Fit the model to one DataFrame. Returns (DatasetFit, design column names)."""
@@ -64,6 +83,8 @@ def fit_one(frame, formula, family: Family, env, index=None, coding=None, outcom
     fit = DatasetFit(index)
     if coding is not None:
         frame = code_outcome(frame, outcome, coding)
+    if "levels" not in formula:  # C(x, levels=[...]) must see the values, not a Categorical's own levels
+        frame = categorical_strings(frame)
     try:
         y, X = patsy.dmatrices(formula, frame, eval_env=env, NA_action="drop", return_type="dataframe")
     except Exception as err:  # patsy errors: bad formula, unknown column
