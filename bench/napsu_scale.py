@@ -9,7 +9,8 @@ present at each width):
   (its MST selection run privately, as in a fit); seconds per evaluation of the noise-aware log
   density by junction-tree messages (:class:`dpsynth.graphical.gaussian_tree.GaussianTree`, the
   default) and by the reduced form it replaced (a clamped pass over D × tree cells and a (D+1)²
-  Cholesky), one point at a time, and — at the ``--fit-widths`` — a whole fit's ESS per second (min
+  Cholesky), one point at a time; the sampler's surrogate gradient at 16 chains (V frozen, and V
+  expanded where the model has incomplete columns); and — at the ``--fit-widths`` — a whole fit's ESS per second (min
   bulk ESS of the released cells over the MCMC seconds). The growth exponent is the slope of
   log(seconds) on log(columns).
 - **coverage** (``--reps``): fit + 20 datasets at 15 columns, seconds and peak memory (the
@@ -87,7 +88,34 @@ def per_evaluation(gen, measurements, points: int = 3):
     t0 = time.perf_counter()
     torch.autograd.grad(tree.log_posterior(xr), xr)
     out["seconds_per_gradient_tree"] = round(time.perf_counter() - t0, 4)
+    out.update(surrogate_gradients(tree, x[1]))
     return out
+
+
+def surrogate_gradients(lik, x_ref, chains: int = 16, repeats: int = 10) -> dict:
+    """Milliseconds per batched value-and-gradient of the sampler's surrogates at ``chains`` points
+    near ``x_ref`` (what one leapfrog step costs): V frozen (warm-up) and, under missing data, V
+    expanded (sampling; its linear term is the exact gradient at x_ref here, as too few draws are
+    passed for the ridge fit, which costs nothing per gradient; complete data keep V frozen)."""
+    rng = np.random.default_rng(1)
+    points = x_ref + torch.as_tensor(rng.normal(0, 0.01, (chains, lik.dim)))
+    out = {"likelihood_form": lik.form}
+    expands = lik.form == "reduced" and hasattr(lik.model, "incomplete")  # V is expanded only under missing data
+    for name, draws in (("frozen", None), ("expanded", points[:4])) if expands else (("frozen", None),):
+        guide = lik.surrogate(x_ref, draws)
+        for _ in range(2):
+            value_and_gradient(guide, points)
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            value_and_gradient(guide, points)
+        out[f"ms_per_surrogate_gradient_{name}_{chains}_chains"] = round(1e3 * (time.perf_counter() - t0) / repeats, 2)
+    return out
+
+
+def value_and_gradient(log_prob, x):
+    x = x.detach().requires_grad_(True)
+    value = log_prob(x)
+    return value.detach(), torch.autograd.grad(value.sum(), x)[0]
 
 
 def one_fit(df, schema, cols, seed):
@@ -120,7 +148,8 @@ def bin_index(frame, schema):
 
 
 def exponent(rows, key) -> float:
-    """Slope of log(seconds) on log(columns) over the widths measured."""
+    """Slope of log(seconds) on log(columns) over the widths measured (that have ``key``)."""
+    rows = [r for r in rows if key in r]
     x = np.log([r["columns"] for r in rows])
     y = np.log([r[key] for r in rows])
     return round(float(np.polyfit(x, y, 1)[0]), 2) if len(rows) > 1 else float("nan")
@@ -153,7 +182,8 @@ def main(argv=None):
                         "ess_per_second": round(d.get("ess_bulk_min_cells", np.nan) / d.get("mcmc_seconds", np.nan), 3)})
         _common.log(row)
         out["growth"].append(row)
-    for key in ("seconds_per_eval_tree", "seconds_per_eval_reduced", "seconds_per_gradient_tree"):
+    for key in ("seconds_per_eval_tree", "seconds_per_eval_reduced", "seconds_per_gradient_tree",
+                "ms_per_surrogate_gradient_frozen_16_chains", "ms_per_surrogate_gradient_expanded_16_chains"):
         out[f"exponent_{key}"] = exponent(out["growth"], key)
     if args.reps:
         real = dpsynth.fit_pooled([bin_index(df, schema)] * 2, regression(ORDER), family="binomial",
