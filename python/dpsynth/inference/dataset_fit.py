@@ -63,14 +63,13 @@ def categorical_strings(frame: pd.DataFrame) -> pd.DataFrame:
     >>> categorical_strings(pd.DataFrame({"g": ["b", "a", None]}))["g"].cat.categories.tolist()
     ['a', 'b']
     """
-    changed = {}
-    for name in frame.columns:
-        col = frame[name]
-        if col.dtype == object:
-            values = col.dropna()
-            if len(values) and all(isinstance(v, str) for v in values.unique()):
-                changed[name] = pd.Categorical(col, categories=sorted(values.unique()))
-    return frame.assign(**changed) if changed and all(isinstance(n, str) for n in changed) else frame
+    out = frame
+    for name in frame.columns[frame.dtypes == object]:
+        levels = frame[name].dropna().unique()
+        if len(levels) and all(isinstance(v, str) for v in levels):
+            out = frame.copy(deep=False) if out is frame else out   # the caller's frame stays as it was
+            out[name] = pd.Categorical(frame[name], categories=sorted(levels))
+    return out
 
 
 def fit_one(frame, formula, family: Family, env, index=None, coding=None, outcome=None,
