@@ -764,3 +764,25 @@ def test_expanded_v_surrogate_is_closer_to_the_exact_posterior_than_frozen_v(mon
         quadratic = first(far) - lik.log_prior(far) - first.cap * torch.tanh(((far - x_ref) @ first.slope) / first.cap)
         half_log_det = float(torch.log(torch.diagonal(lik._terms(x_ref)[4])).sum())
     assert bool(torch.isfinite(quadratic).all()) and bool((quadratic <= -half_log_det + 1e-9).all())
+
+
+def test_tree_lu_factor_survives_set_num_threads():
+    """After torch.set_num_threads(2) (the torch generators call it) this machine's torch / MKL
+    returns invalid pivots for batched LU of matrices above ~128 × 128; the tree's factorisation
+    falls back to one matrix at a time and its solves stay exact (fresh process: the setting is global)."""
+    import subprocess
+    import sys
+    code = """
+import torch
+torch.set_num_threads(2)
+from dpsynth.graphical.gaussian_tree import lu_factor
+g = torch.Generator().manual_seed(0)
+a = torch.randn(5, 200, 200, generator=g, dtype=torch.float64) + 15 * torch.eye(200, dtype=torch.float64)
+b = torch.randn(5, 200, 3, generator=g, dtype=torch.float64)
+lu, piv = lu_factor(a)
+x = torch.linalg.lu_solve(lu, piv, b)
+print(float((a @ x - b).abs().max()))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert float(out.stdout.strip().splitlines()[-1]) < 1e-9

@@ -201,7 +201,7 @@ class GaussianTree:
         fp = p.new_zeros((b, m * width)).index_add(1, plan["sep_pos"], p[:, plan["sep_cell"]]).reshape(b, m, width)
         h = p.new_zeros((b, m * width)).index_add(1, plan["sep_pos"], q[:, plan["sep_cell"]]).reshape(b, m, width)
         g_cov = n[:, None, None] * (fdf - (fp / p_s.clamp_min(TINY)[:, None, :]) @ fp.transpose(-1, -2))
-        lu, pivots = torch.linalg.lu_factor(torch.eye(m, dtype=DTYPE) + omega_times(g_cov))
+        lu, pivots = lu_factor(torch.eye(m, dtype=DTYPE) + omega_times(g_cov))
         log_det = torch.log(torch.diagonal(lu, dim1=-2, dim2=-1).abs()).sum(-1)
         m_eta = torch.linalg.lu_solve(lu, pivots, eta[:, :, None])                 # M⁻¹ η
         j_s = h.transpose(-1, -2) @ omega_times(torch.linalg.lu_solve(lu, pivots, h, adjoint=True))
@@ -209,3 +209,15 @@ class GaussianTree:
         m_eta = m_eta[:, :, 0]
         c_s = c - 0.5 * log_det + 0.5 * (eta * (g_cov @ m_eta[:, :, None])[:, :, 0]).sum(-1)
         return 0.5 * (j_s + j_s.transpose(-1, -2)), h_s, c_s
+
+
+def lu_factor(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.linalg.lu_factor`` of a batch of matrices, matrix by matrix where the batched call
+    returns invalid pivots: once ``torch.set_num_threads(k > 1)`` has been called in a process (the
+    torch generators do it, :func:`dpsynth.generators.dpsgd.torch_threads`), this machine's torch
+    2.13 / MKL build returns pivots of 0 for batches of matrices larger than about 128 × 128
+    (oneMKL: "Parameter 6 was incorrect on entry to DLASWP"), and ``lu_solve`` then raises."""
+    lu, pivots, _ = torch.linalg.lu_factor_ex(a)
+    if a.dim() > 2 and bool((pivots < 1).any()):
+        lu, pivots = (torch.stack(t) for t in zip(*(torch.linalg.lu_factor(x) for x in a)))
+    return lu, pivots
