@@ -533,8 +533,11 @@ def test_table_log_density_is_each_tables_own_gaussian_and_the_surrogate_exact_f
     capped = single.surrogate(x_ref)(far) - single.log_posterior(far)
     monkeypatch.setattr(noise_aware, "FOLLOW_CAP", 1e12)  # the soft caps lifted
     monkeypatch.setattr(noise_aware, "LINEAR_CAP", 1e12)
+    rounded = single.surrogate(x_ref)(far) - single.log_posterior(far)  # dense products in PRODUCT_DTYPE
+    monkeypatch.setattr(noise_aware, "PRODUCT_DTYPE", torch.float64)
     diff = single.surrogate(x_ref)(far) - single.log_posterior(far)
     assert float(diff.std()) < 1e-8 * float(single.log_posterior(far).abs().max())
+    assert float((rounded - diff).abs().max()) < 1e-6 * float(single.log_posterior(far).abs().max())
     assert float(capped.std()) > 1e-3  # capped at ±5 nats, the term no longer matches this far out
     # the part of the surrogate that lets V follow θ is far from constant: V frozen alone would miss it
     mu_far, mu_ref = one.table_marginals(far[:, :single.D]), one.table_marginals(x_ref[:single.D])

@@ -98,6 +98,14 @@ EXPAND_V_WARMUP = False
 #: the forward difference's step h·|u| in that expansion (relative error ~1e-7 against the clamped
 #: moments at 1e-5, Adult-10 MCAR)
 FD_STEP = 1e-5
+#: precision of the surrogates' dense products with fixed D × D matrices (V₀⁻¹ and [V₀⁻¹ | V₀⁻¹Σ₀] of
+#: :meth:`NoiseAwareLikelihood._expanded_v`, L⁻ᵀ of :meth:`NoiseAwareLikelihood._frozen_v`), the rest
+#: staying float64: single precision halves the products' cost. Adult-10, 20 % MCAR, seed 1 (a captured
+#: surrogate, 16 chains, in-process A/B, one thread): a gradient 9.97 → 8.56 ms (V expanded), 5.94 →
+#: 5.48 ms (V frozen); log densities differ by at most 5e-5 nats over 1,200 posterior draws, gradients
+#: by 9e-7 relative. The chains target the surrogate as computed and the importance weights use
+#: the same function, so the rounding changes no guarantee
+PRODUCT_DTYPE = torch.float32
 #: exact evaluations spent fitting the surrogate's linear term to draws (:func:`fit_draws`). A fixed
 #: 1,024 left a 376-parameter fit (Adult-10 MAR, seed 11, 16 chains: 688 draws after thinning) with
 #: the gradient at x_ref: sd of log p − log q over the chains' draws 1.54, against 0.83 fitted to
@@ -300,13 +308,14 @@ class NoiseAwareLikelihood(StartingPoint):
             # z = L⁻¹r as one product: a batched triangular solve would first copy L once per row
             # of the batch (measured: 80 % of a gradient at 64 chains)
             l_inv_t = torch.linalg.solve_triangular(chol, torch.eye(chol.shape[0], dtype=DTYPE), upper=False).T
+            l_inv_t = l_inv_t.to(PRODUCT_DTYPE)
         log_det = float(torch.log(torch.diagonal(chol)).sum())
 
         def frozen(x: torch.Tensor) -> torch.Tensor:
             mu, mu_p = self._means(x)
             n = self.counts(x)
             r = self.y - n[..., self.group_of_cell] * mu
-            z = r @ l_inv_t
+            z = (r.to(l_inv_t.dtype) @ l_inv_t).to(DTYPE)
             # V follows θ table by table: each table's own multinomial block at x, less the same
             # block frozen at x_ref (the cross-table covariances stay frozen)
             follow = self._follow(mu_p, n, tables_ref)
@@ -341,6 +350,7 @@ class NoiseAwareLikelihood(StartingPoint):
             w0 = v0_inv[:d, :d].contiguous()
             # u = V₀⁻¹r and Σ₀u_D (n₀Σ_D(θ₀) u_D) from one product with r
             u_and_sigma0 = torch.cat([v0_inv, v0_inv[:, :d] @ (n0[0] * cov0[:d, :d])], dim=1)
+            w0_p, u_and_sigma0_p = w0.to(PRODUCT_DTYPE), u_and_sigma0.to(PRODUCT_DTYPE)
             u0 = ((self.y - n0 * mu0) @ v0_inv)[:d]
             step = FD_STEP / max(float(u0.norm()), 1e-3)  # h |u| ≈ FD_STEP near x_ref
         log_det = float(torch.log(torch.diagonal(chol0)).sum())
@@ -351,10 +361,10 @@ class NoiseAwareLikelihood(StartingPoint):
             flat = self.model.lifted_potentials(theta)  # shared by the two passes
             mu = self.model.canonical_means(theta, flat)
             r = self.y - n * torch.cat([mu, torch.ones_like(mu[..., :1])], dim=-1)
-            u, sigma0_u = (r @ u_and_sigma0).split([r.shape[-1], d], dim=-1)
+            u, sigma0_u = (r.to(u_and_sigma0_p.dtype) @ u_and_sigma0_p).to(DTYPE).split([r.shape[-1], d], dim=-1)
             ud = u[..., :d]
             dvu = n * (self.model.tilted_means(theta, step * ud, flat) - mu) / step - sigma0_u   # ΔV u
-            a, b, c = (r * u).sum(-1), (ud * dvu).sum(-1), ((dvu @ w0) * dvu).sum(-1)
+            a, b, c = (r * u).sum(-1), (ud * dvu).sum(-1), ((dvu.to(w0_p.dtype) @ w0_p).to(DTYPE) * dvu).sum(-1)
             t = 1.0 + b / a
             return -0.5 * (a / t + (c - b * b / a) / t ** 3) - log_det + self.log_prior(x)
         return expanded
