@@ -135,7 +135,7 @@ from ..schema import MISSING
 from .base import Generator, check_count
 from .marginal_model import single_thread
 from .napsu_sampling import (DIAGNOSTIC_DRAWS, IMPORTANCE_DRAWS, INIT_SCALE, MARGINAL_MAP, MAX_EXTENSIONS,  # noqa: F401
-                             MCMC_DEFAULTS, MCMC_DEFAULTS_MAR, PARETO_K_MAX, PosteriorNotMixedError, PosteriorSampling)
+                             MCMC_DEFAULTS, MCMC_DEFAULTS_MAR, MODE_TOL, PARETO_K_MAX, PosteriorNotMixedError, PosteriorSampling)
 from ..marginals.measure import Measurement, measure_marginals
 from ..marginals.mst import mst_select
 from .napsu_queries import check_queries, largest_clique, too_large
@@ -462,7 +462,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
         model = lik.model
         rng = source.spawn()
         by_attrs = {m.attrs: m.noisy for m in measurements}
-        x0, fisher = lik.mode(lik.initial_point([by_attrs[c] for c in model.cliques]))
+        x0, fisher = lik.mode(lik.initial_point([by_attrs[c] for c in model.cliques]), tol=MODE_TOL.get(self.inference_, 1e-8))
         self.model_, self.likelihood_, self.measurements_ = model, lik, measurements
         self.diagnostics_ = {"D": model.D, "P": model.P, "tables": len(model.tables), "cliques": len(model.cliques),
                              "junction_tree_cells": model.jt.size(), "likelihood_form": lik.form,

@@ -48,8 +48,11 @@ DIAGNOSTIC_DRAWS = 400
 #: extensions of the sampling phase (each EXTENSION_SHARE as long as the first) while R̂ / ESS
 #: miss their targets: short steps, so that a posterior that mixes quickly (complete-data Adult)
 #: stops early and a slow one (Adult-10 MAR: 800–2,400 draws per chain) stops soon after it has
-#: mixed; at most 1 + MAX_EXTENSIONS · EXTENSION_SHARE times the first run's draws in all
-MAX_EXTENSIONS, EXTENSION_SHARE = 10, 0.5
+#: mixed; at most 1 + MAX_EXTENSIONS · EXTENSION_SHARE times the first run's draws in all. A fit's
+#: time is set by how many extensions it needs (Adult-10 with 20 % MCAR, seed 1, one thread beside
+#: another fit: 11,220 gradients and 130 s with none, 14,610 and 150 s with one of 200 draws after a
+#: different start); extensions of 100 draws (a quarter) overshoot the draws needed by half as much
+MAX_EXTENSIONS, EXTENSION_SHARE = 20, 0.25
 #: draws per message pass when the released cells' probabilities are computed for the diagnostics:
 #: the pass's tensors (tree cells × draws) then stay in cache. Adult-10 with 20 % MCAR (2,592 tree
 #: cells), 6,400 draws: 3.3 s in one batch, 1.9 s in chunks of 1,024, 0.66 s in chunks of 64
@@ -59,6 +62,11 @@ PARETO_K_MAX = 0.7
 #: chains start at N(mode, INIT_SCALE² F⁻¹): spread out, yet inside the region where the frozen-V
 #: surrogate of delayed acceptance is close to the exact density
 INIT_SCALE = 0.3
+#: Newton decrement at which the mode search stops, per inference (others: 1e-8): chains only start
+#: near the mode (the log density's sd over a posterior of D = 421 is ~15 nats). Adult-10, 20 % MCAR,
+#: seed 1: the decrement fell below 1 after 20 of 31 Fisher-scoring steps (4.1 of 6.3 s), 0.6 nats
+#: below the mode's log density
+MODE_TOL = {"hmc": 1.0, "hmc-da": 1.0}
 #: draws (all chains, evenly thinned) from which each extension re-estimates the metric. Adult-10
 #: with 20 % MAR, seed 12: R̂ ≤ 1.01 after 1,200 draws per chain (20,281 gradients) against 2,000
 #: (30,552) with the warm-up's metric kept; seeds 13 and 14 passed after the same 800 draws either

@@ -16,6 +16,11 @@ from .factor import DTYPE
 #: gradients cost one unclamped pass, instead of Newton / Levenberg–Marquardt steps that need the
 #: clamped D × D moments (bundled 15-column Adult, D = 2,751: 130 s for those)
 NEWTON_MAX_D = 1000
+#: the moment match (:meth:`StartingPoint._match_moments`) stops once a step lowers its objective by
+#: less than this share: it only starts the mode search. Adult-10, 20 % MCAR, seed 1: the residual
+#: |q − μ_D|² reached 0.00896 after 15 steps (1.8 s) and then oscillated in its sixth digit for 35 more
+#: (3.5 s) under the former 1e-12
+MATCH_RTOL = 1e-5
 
 
 def minimise_lbfgs(fun, x0: torch.Tensor, max_iter: int) -> torch.Tensor:
@@ -125,6 +130,6 @@ class StartingPoint:
                     break
                 theta, f_old, f, r = theta + step, f, f_new, r_new
                 damping = max(damping / 10, 1e-9)
-                if f_old - f < 1e-12 * max(f, 1e-300) or float(step.abs().max()) < 1e-8:
+                if f_old - f < MATCH_RTOL * max(f, 1e-300) or float(step.abs().max()) < 1e-8:
                     break
         return theta
