@@ -789,3 +789,24 @@ print(float((a @ x - b).abs().max()))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert float(out.stdout.strip().splitlines()[-1]) < 1e-9
+
+
+def test_mode_tolerance_stops_on_the_newton_decrement():
+    """``mode(tol=)`` stops once ∇ᵀF⁻¹∇ < tol (HMC only needs a start near the mode): fewer Fisher
+    steps than the tight search, and the log density within tol of the tight mode's."""
+    from dpsynth.graphical.noise_aware import NoiseAwareLikelihood
+
+    rng = np.random.default_rng(3)
+    dom = Domain(["a", "b", "c"], [3, 4, 2])
+    model = MaxEntModel(dom, [("a", "b"), ("b", "c")])
+    lik = NoiseAwareLikelihood(model, _noisy_tables(model, rng, scale=400.0), [5.0, 5.0], [0, 0], 2.5)
+    start = torch.zeros(lik.dim, dtype=torch.float64)
+    calls = []
+    fisher = lik.fisher
+    lik.fisher = lambda x, prior: calls.append(1) or fisher(x, prior)
+    tight, _ = lik.mode(start)
+    n_tight = len(calls)
+    loose, _ = lik.mode(start, tol=1.0)
+    n_loose = len(calls) - n_tight
+    lp_tight, lp_loose = float(lik.log_posterior(tight)), float(lik.log_posterior(loose))
+    assert n_loose < n_tight and lp_tight - 1.0 <= lp_loose <= lp_tight + 1e-9
