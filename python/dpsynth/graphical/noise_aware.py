@@ -114,6 +114,12 @@ SURROGATE_FIT_DRAWS, MAX_FIT_DRAWS, MIN_FIT_DRAWS = 1024, 2048, 100
 RIDGE_ALPHAS = tuple(10.0 ** k for k in range(-1, 5))  # penalties tried, on whitened x
 
 
+def fixed_product(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+    """x @ ``matrix`` (a fixed matrix already cast to :data:`PRODUCT_DTYPE`) in the matrix's
+    precision, the result back in float64."""
+    return (x.to(matrix.dtype) @ matrix).to(DTYPE)
+
+
 def fit_draws(dim: int) -> int:
     """Draws the surrogate's linear term is fitted to (each needs one exact evaluation)."""
     return int(min(MAX_FIT_DRAWS, max(SURROGATE_FIT_DRAWS, 4 * (dim + 1))))
@@ -315,7 +321,7 @@ class NoiseAwareLikelihood(StartingPoint):
             mu, mu_p = self._means(x)
             n = self.counts(x)
             r = self.y - n[..., self.group_of_cell] * mu
-            z = (r.to(l_inv_t.dtype) @ l_inv_t).to(DTYPE)
+            z = fixed_product(r, l_inv_t)
             # V follows θ table by table: each table's own multinomial block at x, less the same
             # block frozen at x_ref (the cross-table covariances stay frozen)
             follow = self._follow(mu_p, n, tables_ref)
@@ -361,10 +367,10 @@ class NoiseAwareLikelihood(StartingPoint):
             flat = self.model.lifted_potentials(theta)  # shared by the two passes
             mu = self.model.canonical_means(theta, flat)
             r = self.y - n * torch.cat([mu, torch.ones_like(mu[..., :1])], dim=-1)
-            u, sigma0_u = (r.to(u_and_sigma0_p.dtype) @ u_and_sigma0_p).to(DTYPE).split([r.shape[-1], d], dim=-1)
+            u, sigma0_u = fixed_product(r, u_and_sigma0_p).split([r.shape[-1], d], dim=-1)
             ud = u[..., :d]
             dvu = n * (self.model.tilted_means(theta, step * ud, flat) - mu) / step - sigma0_u   # ΔV u
-            a, b, c = (r * u).sum(-1), (ud * dvu).sum(-1), ((dvu.to(w0_p.dtype) @ w0_p).to(DTYPE) * dvu).sum(-1)
+            a, b, c = (r * u).sum(-1), (ud * dvu).sum(-1), (fixed_product(dvu, w0_p) * dvu).sum(-1)
             t = 1.0 + b / a
             return -0.5 * (a / t + (c - b * b / a) / t ** 3) - log_det + self.log_prior(x)
         return expanded
