@@ -683,6 +683,33 @@ def test_level_pass_matches_the_per_clique_pass(kind):
     torch.testing.assert_close(mu_p.reshape(-1, model.P), tables, rtol=0, atol=1e-12)
 
 
+def test_junction_tree_is_rooted_at_a_centre_and_the_level_pass_survives_underflow():
+    """A chain of five cliques is rooted at its middle one (three levels, not five); with
+    log-potentials that make whole separator cells underflow, the level pass's beliefs stay
+    finite, sum to one per clique and keep finite gradients."""
+    from dpsynth.graphical.maxent import MaxEntModel
+
+    dom = Domain(list("abcdef"), [3, 2, 3, 2, 3, 2])
+    cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("e", "f")]
+    jt = JunctionTree(dom, cliques)
+    depth = {jt.bfs[0]: 0}
+    for i in jt.bfs[1:]:
+        depth[i] = depth[jt.parent[i]] + 1
+    assert jt.cliques[jt.bfs[0]] == ("c", "d") and max(depth.values()) == 2
+    model = MaxEntModel(dom, cliques)
+    assert len(model._level_plan()["levels"]) == 3
+    theta = torch.as_tensor(np.random.default_rng(2).normal(0, 1.0, (3, model.D)))
+    theta[0, 0] = theta[1, 12] = 800.0  # every other cell's e^(−800) underflows: separator cells without mass
+    theta.requires_grad_(True)
+    log_z, beliefs = model._calibrate_levels(theta)
+    assert bool(torch.isfinite(log_z).all())
+    for b in beliefs:
+        assert bool(torch.isfinite(b).all())
+        torch.testing.assert_close(b.sum(0), torch.ones_like(b.sum(0)), rtol=0, atol=1e-9)
+    g, = torch.autograd.grad(log_z.sum() + sum(b[0].sum() for b in beliefs), theta)
+    assert bool(torch.isfinite(g).all())
+
+
 def test_sparse_map_is_the_dense_product_and_differentiable_twice():
     """A @ x for a 0/1 matrix given by its ones (a pair listed twice counts twice), with gradients
     of first and second order equal to the dense product's."""

@@ -7,6 +7,7 @@ For p(x) ∝ exp(Σ_f ψ_f(x_{S_f})) on a discrete :class:`Domain` (Koller & Fri
    are the junction-tree cliques. Cost is exponential in the tree-width only.
 2. **Tree**: a maximum-weight spanning tree over the cliques with weight |C_i ∩ C_j| (running
    intersection holds for triangulated graphs); disconnected parts are joined by empty separators.
+   It is rooted at a centre (a clique of least eccentricity), so that it has as few levels as possible.
 3. **Message passing** in log space (sum-product; log-sum-exp per message): the upward pass gives
    A = log Σ_x exp(Σ_f ψ_f) at the root; the downward pass calibrates every clique, giving all
    clique marginals. Torch ops only, so μ = ∇A and Σ = ∇²A follow by autograd, and leading batch
@@ -113,10 +114,13 @@ class JunctionTree:
                 root[ri] = rj
                 adj[i].append(j)
                 adj[j].append(i)
+        # rooted at a centre (least eccentricity): a shallow tree has fewer levels, and the batched
+        # message passing of MaxEntModel._level_pass costs a fixed number of operations per level
+        root_at = min(range(k), key=lambda i: (self._eccentricity(adj, i), i))
         self.parent = [-1] * k
         self.children = [[] for _ in range(k)]
-        self.bfs = [0]
-        seen = {0}
+        self.bfs = [root_at]
+        seen = {root_at}
         for i in self.bfs:
             for j in sorted(adj[i]):
                 if j not in seen:
@@ -126,6 +130,17 @@ class JunctionTree:
                     self.bfs.append(j)
         self.separators = [tuple(a for a in self.cliques[i] if self.parent[i] >= 0 and a in self.cliques[self.parent[i]])
                            for i in range(k)]
+
+    @staticmethod
+    def _eccentricity(adj: dict, start: int) -> int:
+        """The largest number of edges from ``start`` to any clique of the tree ``adj``."""
+        dist, queue = {start: 0}, [start]
+        for i in queue:
+            for j in adj[i]:
+                if j not in dist:
+                    dist[j] = dist[i] + 1
+                    queue.append(j)
+        return max(dist.values())
 
     @property
     def width(self) -> int:

@@ -46,6 +46,10 @@ from .sparse_map import SparseMap
 #: log-weight that clamps a configuration away (exp(−1e4) = 0 in float64, yet finite, so that
 #: log-sum-exp gradients stay finite where a whole slice is clamped away)
 CLAMP = -1.0e4
+#: floor of the level pass's sums onto separator cells (the smallest normal float64): a separator
+#: cell whose every configuration underflows keeps a finite message (log ≥ −708) instead of −inf,
+#: so that no −inf − (−inf) = NaN reaches a belief or a gradient (θ of ±800 used to give NaN)
+TINY = torch.finfo(DTYPE).tiny
 
 
 def maximal_cliques(cliques: Sequence[Sequence[Hashable]]) -> list[tuple]:
@@ -528,9 +532,13 @@ class MaxEntModel:
         """(log Z (B,), the beliefs of every clique cell (cells in level order, B)) for θ (…, D) as B
         rows: the unclamped sum-product in log space, one junction-tree level at a time (all cliques
         of a level share each operation: per-clique passes cost hundreds of microsecond-overhead ops).
-        Up: b_i = ψ_i + Σ_children lift(u_c), u_i = log Σ_{cells → separator} e^{b_i}. Down:
-        d_c = log Σ_{parent cells → separator} e^{f_p} − u_c, f_c = b_c + lift(d_c); beliefs
-        e^{f_i − log Z}; each log-sum-exp shifted by its group's (detached) maximum. ``tilt`` (cells,
+        Up: b_i = ψ_i + Σ_children lift(u_c), u_i = log Σ_{cells → separator} e^{b_i}, each
+        log-sum-exp shifted by its group's (detached) maximum; log Z = log Σ e^{b_root}. Down, on
+        normalised beliefs (probabilities: no shift, one exp per level): β_root = e^{b_root − log Z},
+        β_c = exp(b_c + lift(log s_c − u_c)) with s_c = Σ_{parent cells → separator} β_p (sums onto
+        separator cells floored at :data:`TINY`). Against log-sum-exps in the downward pass too, this
+        saves an exp, a shift and a log per level (Adult-10, 20 % MCAR, 16 chains, one thread: the
+        pass 1.16 → 0.87 ms, a surrogate gradient 7.2 → 6.1 ms). ``tilt`` (cells,
         B) is added to the log-potentials ψ, ``flat`` (:meth:`lifted_potentials`) replaces them."""
         lp = self._level_plan()
         flat = self.lifted_potentials(theta) if flat is None else flat    # θ → cells in level order
@@ -556,16 +564,16 @@ class MaxEntModel:
             if d > 0:
                 lv = levels[d]
                 top, s = log_sum(b, lv["clique"], lv["n"], lv["to_sep"])
-                up[d] = torch.log(s) + top.index_select(0, lv["sep_clique"])
+                up[d] = torch.log(s.clamp_min(TINY)) + top.index_select(0, lv["sep_clique"])
         log_z = torch.logsumexp(below[0], dim=0)
-        full = [below[0]]
+        belief = [torch.exp(below[0] - log_z)]
         for d in range(1, len(levels)):
             parent, lv = levels[d - 1], levels[d]
-            # the parent's belief summed onto each child's separator, less u_c (constant over the sum)
-            top, s = log_sum(full[d - 1], parent["clique"], parent["n"], parent["add_up"].T)
-            down = torch.log(s) + top.index_select(0, parent["sep_parent"]) - up[d]
-            full.append(below[d] + lv["to_sep"].T(down))
-        return log_z, torch.exp(torch.cat(full, dim=0) - log_z)
+            # the parent's (normalised) belief summed onto each child's separator: probabilities,
+            # so no shift is needed
+            s = parent["add_up"].T(belief[d - 1]).clamp_min(TINY)
+            belief.append(torch.exp(below[d] + lv["to_sep"].T(torch.log(s) - up[d])))
+        return log_z, torch.cat(belief, dim=0)
 
     def _sparse(self, name: str) -> tuple[torch.Tensor, torch.Tensor, int]:
         """The plan's 0/1 matrix ``name`` as (row index, column index, columns) of its non-zeros."""
