@@ -385,6 +385,7 @@ def test_each_extension_starts_with_the_metric_of_all_draws_so_far(toy_fit, monk
         return res
 
     monkeypatch.setattr(napsu_sampling, "hmc", recording_hmc)
+    monkeypatch.setattr(napsu_sampling, "RESTART_AFTER", None)  # extensions only (restart: the next test)
     df, _ = toy_fit
     with pytest.warns(dpsynth.PosteriorNotMixedWarning):
         gen = NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, mcmc_chains=3, mcmc_warmup=30, mcmc_draws=20,
@@ -402,6 +403,38 @@ def test_each_extension_starts_with_the_metric_of_all_draws_so_far(toy_fit, monk
     assert not np.allclose(calls[1]["cov"].numpy(), calls[2]["cov"].numpy())
 
 
+def test_a_run_slow_to_mix_restarts_once_with_a_fresh_warmup(toy_fit, monkeypatch):
+    """After RESTART_AFTER extensions without mixing, the sampler adapts afresh once (a warm-up
+    from the chains' last draws, the metric starting from the covariance of all draws so far) and
+    keeps only the new run's draws, which later extensions continue."""
+    from dpsynth.generators import napsu_sampling
+    from dpsynth.graphical.posterior import shrunk_covariance
+
+    calls, real_hmc = [], napsu_sampling.hmc
+
+    def recording_hmc(log_prob, init, **kw):
+        res = real_hmc(log_prob, init, **kw)
+        calls.append({"init": init.clone(), "cov": kw["cov"], "warmup": kw["warmup"], "draws": res.draws})
+        return res
+
+    monkeypatch.setattr(napsu_sampling, "hmc", recording_hmc)
+    monkeypatch.setattr(napsu_sampling, "RESTART_AFTER", 2)
+    df, _ = toy_fit
+    with pytest.warns(dpsynth.PosteriorNotMixedWarning):
+        gen = NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, mcmc_chains=3, mcmc_warmup=30, mcmc_draws=20,
+                      rhat_target=1.0).fit(df, TOY_SCHEMA, seed=1)
+    d = gen.diagnostics_
+    assert d["restarts"] == 1 and d["extended"] == napsu_sampling.MAX_EXTENSIONS
+    assert [c["warmup"] for c in calls] == [30, 0, 0, 30] + [0] * (napsu_sampling.MAX_EXTENSIONS - 3)
+    before = torch.cat([c["draws"] for c in calls[:3]], dim=1)
+    assert torch.equal(calls[3]["init"], before[:, -1])
+    np.testing.assert_allclose(calls[3]["cov"].numpy(), shrunk_covariance(before.reshape(-1, before.shape[-1]).numpy()),
+                               rtol=1e-12)
+    step = math.ceil(napsu_sampling.EXTENSION_SHARE * 20)
+    assert d["draws_per_chain"] == 20 + step * (napsu_sampling.MAX_EXTENSIONS - 3)  # the first 3 runs dropped
+    assert torch.equal(calls[4]["init"], calls[3]["draws"][:, -1])
+
+
 def test_importance_checks_evaluate_each_draw_once(toy_fit, monkeypatch):
     """Every check after an extension reweights the draws (here the ESS target cannot be met), but
     the exact log density of a draw is computed once: the log ratios of earlier checks are kept."""
@@ -417,6 +450,7 @@ def test_importance_checks_evaluate_each_draw_once(toy_fit, monkeypatch):
         return real(self, draws, Counted(), proposal, log_ratios)
 
     monkeypatch.setattr(napsu_sampling.PosteriorSampling, "_importance_diagnostics", counting)
+    monkeypatch.setattr(napsu_sampling, "RESTART_AFTER", None)
     df, _ = toy_fit
     with pytest.warns(dpsynth.PosteriorNotMixedWarning):
         gen = NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, mcmc_chains=4, mcmc_warmup=60, mcmc_draws=40,

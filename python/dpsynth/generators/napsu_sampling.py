@@ -5,7 +5,8 @@ of θ from the noise-aware posterior), kept apart from the generator's measureme
 the surrogate of the likelihood (V frozen but for each table's own block:
 :meth:`NoiseAwareLikelihood.surrogate`; chains that stray far below the others' exact log density
 in warm-up restart where the others are, ``diagnostics_["warmup_restarts"]``), extends the run
-while the released cells' split R̂ / bulk ESS miss their targets, reweights the draws to the exact
+while the released cells' split R̂ / bulk ESS miss their targets (a run still unmixed after
+:data:`RESTART_AFTER` extensions adapts afresh once, ``diagnostics_["restarts"]``), reweights the draws to the exact
 posterior by Pareto-smoothed importance sampling (Vehtari et al. 2024), and hands m posterior draws
 to the sampler of synthetic rows. It reads the generator's options (``inference``, ``mcmc_*``,
 ``rhat_target``, ``ess_target``, ``on_not_mixed``) and writes ``draws_``, ``weights_`` and
@@ -72,6 +73,13 @@ MODE_TOL = {"hmc": 1.0, "hmc-da": 1.0}
 #: (30,552) with the warm-up's metric kept; seeds 13 and 14 passed after the same 800 draws either
 #: way, with bulk ESS 1,782 / 1,051 against 1,425 / 786
 METRIC_DRAWS = 6400
+#: a run that has not mixed after this many extensions starts again once: a fresh warm-up (step
+#: size, metric windows, coordinate map and surrogate) from where its chains are, the metric
+#: starting from all draws so far, which are then dropped. A run's speed of mixing depends on
+#: its adaptation: Adult-10 with 20 % MAR, seed 11 (commit 718cbdf) had not mixed after 2,400
+#: draws per chain (R̂ 1.0128, bulk ESS 908: ~40 draws per effective draw where a fit typically
+#: needs 6–10), where the code before mixed after 600. None: never restart
+RESTART_AFTER = 8
 #: the chains move in coordinates z that a per-coordinate sinh–arcsinh map (refitted at each slow
 #: warm-up window and before each extension; :mod:`dpsynth.graphical.transport`) makes closer to
 #: Gaussian: near-empty cells' parameters have a sharp bulk and a long left shelf
@@ -126,11 +134,22 @@ class PosteriorSampling:
             return cells
 
         cells = diagnose(draws)
-        extended = 0
+        extended = restarts = 0
         while not self._mixed(cells) and extended < MAX_EXTENSIONS:
             # the metric from every draw so far: warm-up's last window saw fewer, less mixed draws
             flat = draws.reshape(-1, lik.dim)
             flat = flat[::math.ceil(flat.shape[0] / METRIC_DRAWS)]
+            if RESTART_AFTER is not None and extended == RESTART_AFTER and not restarts:
+                # slow to mix after RESTART_AFTER extensions: adapt afresh, keep only the new run's draws
+                res = hmc(lik.log_posterior, draws[:, -1], cov=torch.as_tensor(shrunk_covariance(flat.numpy()), dtype=DTYPE),
+                          warmup=self.mcmc_warmup_, draws=self.mcmc_draws_ * self.mcmc_thin_, rng=rng,
+                          surrogate=lik.surrogate, delayed_acceptance=delayed, fit_transform=fit_map)
+                draws, restarts = res.draws[:, self.mcmc_thin_ - 1::self.mcmc_thin_], restarts + 1
+                guide = res.target if not delayed else lik.surrogate(draws.reshape(-1, lik.dim).mean(0))
+                log_ratios = torch.zeros((draws.shape[0], 0), dtype=DTYPE)
+                seconds, n_grad, extended = seconds + res.seconds, n_grad + res.gradient_evaluations, extended + 1
+                cells = diagnose(draws)
+                continue
             tmap = fit_map(flat) if fit_map is not None else res.transform
             metric = torch.as_tensor(shrunk_covariance(tmap.inverse(flat).numpy()), dtype=DTYPE)
             more = hmc(lik.log_posterior, draws[:, -1], cov=metric, warmup=0, rng=rng, step_size=res.step_size,
@@ -150,7 +169,7 @@ class PosteriorSampling:
                                   "warmup_restarts": res.strays,
                                   "gradient_evaluations": n_grad, "mcmc_seconds": seconds,
                                   "chains": int(draws.shape[0]), "draws_per_chain": int(draws.shape[1]),
-                                  "extended": extended, **cells})
+                                  "extended": extended, "restarts": restarts, **cells})
         self._report_mixing(cells)
 
     def _keep_draws(self, res):
