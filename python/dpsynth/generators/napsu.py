@@ -126,7 +126,7 @@ import torch
 
 from ..graphical import Domain, MaxEntModel, maximal_cliques
 from ..graphical.icin import IcinModel
-from ..graphical.noise_aware import NoiseAwareLikelihood, count_groups
+from ..graphical.noise_aware import MODE_TOL as TIGHT_MODE_TOL, NoiseAwareLikelihood, count_groups
 from .napsu_budget import split_measurement, split_rho
 from ..graphical.posterior import PosteriorNotMixedWarning, elliptical_slice, laplace_approximation
 from ..privacy import cdp_rho
@@ -462,7 +462,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
         model = lik.model
         rng = source.spawn()
         by_attrs = {m.attrs: m.noisy for m in measurements}
-        x0, fisher = lik.mode(lik.initial_point([by_attrs[c] for c in model.cliques]), tol=MODE_TOL.get(self.inference_, 1e-8))
+        x0, fisher = lik.mode(lik.initial_point([by_attrs[c] for c in model.cliques]), tol=MODE_TOL.get(self.inference_, TIGHT_MODE_TOL))
         self.model_, self.likelihood_, self.measurements_ = model, lik, measurements
         self.diagnostics_ = {"D": model.D, "P": model.P, "tables": len(model.tables), "cliques": len(model.cliques),
                              "junction_tree_cells": model.jt.size(), "likelihood_form": lik.form,

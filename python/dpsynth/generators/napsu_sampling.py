@@ -63,7 +63,7 @@ PARETO_K_MAX = 0.7
 #: chains start at N(mode, INIT_SCALE² F⁻¹): spread out, yet inside the region where the frozen-V
 #: surrogate of delayed acceptance is close to the exact density
 INIT_SCALE = 0.3
-#: Newton decrement at which the mode search stops, per inference (others: 1e-8): chains only start
+#: Newton decrement at which the mode search stops, per inference (others: noise_aware.MODE_TOL): chains only start
 #: near the mode (the log density's sd over a posterior of D = 421 is ~15 nats). Adult-10, 20 % MCAR,
 #: seed 1: the decrement fell below 1 after 20 of 31 Fisher-scoring steps (4.1 of 6.3 s), 0.6 nats
 #: below the mode's log density

@@ -98,6 +98,8 @@ EXPAND_V_WARMUP = False
 #: the forward difference's step h·|u| in that expansion (relative error ~1e-7 against the clamped
 #: moments at 1e-5, Adult-10 MCAR)
 FD_STEP = 1e-5
+#: Newton decrement at which :meth:`NoiseAwareLikelihood.mode` stops unless told otherwise
+MODE_TOL = 1e-8
 #: precision of the surrogates' dense products with fixed D × D matrices (V₀⁻¹ and [V₀⁻¹ | V₀⁻¹Σ₀] of
 #: :meth:`NoiseAwareLikelihood._expanded_v`, L⁻ᵀ of :meth:`NoiseAwareLikelihood._frozen_v`), the rest
 #: staying float64: single precision halves the products' cost. Adult-10, 20 % MCAR, seed 1 (a captured
@@ -460,7 +462,7 @@ class NoiseAwareLikelihood(StartingPoint):
         fit = RidgeCV(alphas=np.array(RIDGE_ALPHAS), cv=KFold(4)).fit(z, d[ok].numpy())
         return torch.as_tensor(np.linalg.solve(chol.T, fit.coef_), dtype=DTYPE)
 
-    def mode(self, x0: torch.Tensor, max_iter: int = 100, tol: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor]:
+    def mode(self, x0: torch.Tensor, max_iter: int = 100, tol: float = MODE_TOL) -> tuple[torch.Tensor, torch.Tensor]:
         """Approach the posterior mode by Fisher scoring with backtracking: step F⁻¹∇log p, where
         F = JᵀV⁻¹J + prior precision and J = ∂(n∘mean)/∂x (columns n_i·Cov(a_i, a_θ) for θ and
         n_i·s_g·mean_i for v_g); V's dependence on x is left out of F (it only preconditions) but
