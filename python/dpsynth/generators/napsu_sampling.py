@@ -113,10 +113,20 @@ class PosteriorSampling:
         chol0 = torch.linalg.cholesky(cov0)
         init = x0 + INIT_SCALE * torch.as_tensor(rng.standard_normal((self.mcmc_chains_, lik.dim)), dtype=DTYPE) @ chol0.T
         fit_map = fit_marginal_map if MARGINAL_MAP else None
-        res = hmc(lik.log_posterior, init, cov=cov0, warmup=self.mcmc_warmup_, draws=self.mcmc_draws_ * self.mcmc_thin_,
-                  rng=rng, surrogate=lik.surrogate, delayed_acceptance=delayed, fit_transform=fit_map)
-        draws, seconds, n_grad = res.draws[:, self.mcmc_thin_ - 1::self.mcmc_thin_], res.seconds, res.gradient_evaluations
-        guide = res.target if not delayed else lik.surrogate(draws.reshape(-1, lik.dim).mean(0))
+
+        def thinned(run):
+            return run.draws[:, self.mcmc_thin_ - 1::self.mcmc_thin_]
+
+        def adapted_run(start, cov):
+            """A run with its own warm-up from ``start`` (metric starting at ``cov``): the result, its
+            kept draws and the density the draws are reweighted from."""
+            run = hmc(lik.log_posterior, start, cov=cov, warmup=self.mcmc_warmup_, draws=self.mcmc_draws_ * self.mcmc_thin_,
+                      rng=rng, surrogate=lik.surrogate, delayed_acceptance=delayed, fit_transform=fit_map)
+            kept = thinned(run)
+            return run, kept, run.target if not delayed else lik.surrogate(kept.reshape(-1, lik.dim).mean(0))
+
+        res, draws, guide = adapted_run(init, cov0)
+        seconds, n_grad = res.seconds, res.gradient_evaluations
         log_ratios = torch.zeros((draws.shape[0], 0), dtype=DTYPE)  # exact − surrogate; NaN: not evaluated
 
         def reweight(draws):
@@ -142,13 +152,11 @@ class PosteriorSampling:
             flat = flat[::math.ceil(flat.shape[0] / METRIC_DRAWS)]
             if RESTART_AFTER is not None and extended == RESTART_AFTER and not restarts:
                 # slow to mix after RESTART_AFTER extensions: adapt afresh, keep only the new run's draws
-                res = hmc(lik.log_posterior, draws[:, -1], cov=torch.as_tensor(shrunk_covariance(flat.numpy()), dtype=DTYPE),
-                          warmup=self.mcmc_warmup_, draws=self.mcmc_draws_ * self.mcmc_thin_, rng=rng,
-                          surrogate=lik.surrogate, delayed_acceptance=delayed, fit_transform=fit_map)
-                draws, restarts = res.draws[:, self.mcmc_thin_ - 1::self.mcmc_thin_], restarts + 1
-                guide = res.target if not delayed else lik.surrogate(draws.reshape(-1, lik.dim).mean(0))
+                # (the restart counts as one of the MAX_EXTENSIONS)
+                res, draws, guide = adapted_run(draws[:, -1], torch.as_tensor(shrunk_covariance(flat.numpy()), dtype=DTYPE))
                 log_ratios = torch.zeros((draws.shape[0], 0), dtype=DTYPE)
                 seconds, n_grad, extended = seconds + res.seconds, n_grad + res.gradient_evaluations, extended + 1
+                restarts += 1
                 cells = diagnose(draws)
                 continue
             tmap = fit_map(flat) if fit_map is not None else res.transform
@@ -156,7 +164,7 @@ class PosteriorSampling:
             more = hmc(lik.log_posterior, draws[:, -1], cov=metric, warmup=0, rng=rng, step_size=res.step_size,
                        draws=math.ceil(EXTENSION_SHARE * self.mcmc_draws_) * self.mcmc_thin_,
                        surrogate=lambda _c, _d=None: guide, delayed_acceptance=delayed, transform=tmap)
-            draws = torch.cat([draws, more.draws[:, self.mcmc_thin_ - 1::self.mcmc_thin_]], dim=1)
+            draws = torch.cat([draws, thinned(more)], dim=1)
             seconds, n_grad, extended = seconds + more.seconds, n_grad + more.gradient_evaluations, extended + 1
             cells = diagnose(draws)
         if not delayed and cells and "weights" not in cells:  # the chains target the surrogate: reweight
