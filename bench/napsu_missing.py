@@ -46,10 +46,14 @@ def one_fit(d_missing, s, eps, seed, **kw):
     return gen, tab, t1 - t0, time.perf_counter() - t1
 
 
+#: the sampler's diagnostics reported for every fit
+PER_FIT = ("gradient_evaluations", "draws_per_chain", "extended", "restarts")
+
+
 def study(d, s, mechanism, eps, reps, mode, seed0=0):
     truth = pooled([d, d], FORMULA, "binomial", numeric_midpoints, rule="mi")
     real, real_width = truth["estimate"], 2 * 1.959964 * np.sqrt(truth["ubar"])
-    cover, ratio, seconds, pool_seconds, rhat, ess, rate, mixed = [], [], [], [], [], [], [], []
+    cover, ratio, seconds, pool_seconds, rhat, ess, rate, mixed, fits = [], [], [], [], [], [], [], [], []
     for r in range(reps):
         seed = seed0 + r
         dm = dpsynth.missing.ampute(d, mechanism, p=0.2, seed=10_000 + seed, schema=s)
@@ -65,6 +69,7 @@ def study(d, s, mechanism, eps, reps, mode, seed0=0):
         rhat.append(gen.diagnostics_.get("rhat_max_cells", np.nan))
         ess.append(gen.diagnostics_.get("ess_bulk_min_cells", np.nan))
         mixed.append(bool(gen.diagnostics_.get("mixed", False)))
+        fits.append({"seed": seed, "seconds": round(sec, 1), **{k: gen.diagnostics_.get(k) for k in PER_FIT}})
         print(f"  {mechanism} {mode} rep {r}: covered {int(cover[-1].sum())}/{len(real)} "
               f"(missed: {list(real.index[~cover[-1]])}), R-hat {rhat[-1]:.4f}, ESS {ess[-1]:.0f}, fit + 20 datasets {sec:.0f} s, pooling {sec_pool:.0f} s",
               flush=True)
@@ -78,7 +83,7 @@ def study(d, s, mechanism, eps, reps, mode, seed0=0):
             "max_seconds_fit_plus_20": round(float(np.max(seconds)), 1),
             "fits_within_90_s": int(np.sum(np.asarray(seconds) <= 90)),
             "fits_rhat_le_1.01": int(np.sum(np.asarray(rhat) <= 1.01)),
-            "median_seconds_pooling_20": round(float(np.median(pool_seconds)), 1)}
+            "median_seconds_pooling_20": round(float(np.median(pool_seconds)), 1), "fits": fits}
 
 
 #: columns of the paper's Adult-10 whose levels are in increasing order (bins of age and hours, the

@@ -97,6 +97,8 @@ def surrogate_gradients(lik, x_ref, chains: int = 16, repeats: int = 10) -> dict
     near ``x_ref`` (what one leapfrog step costs): V frozen (warm-up) and, under missing data, V
     expanded (sampling; its linear term is the exact gradient at x_ref here, as too few draws are
     passed for the ridge fit, which costs nothing per gradient; complete data keep V frozen)."""
+    from dpsynth.graphical.posterior import value_and_grad
+
     rng = np.random.default_rng(1)
     points = x_ref + torch.as_tensor(rng.normal(0, 0.01, (chains, lik.dim)))
     out = {"likelihood_form": lik.form}
@@ -104,18 +106,12 @@ def surrogate_gradients(lik, x_ref, chains: int = 16, repeats: int = 10) -> dict
     for name, draws in (("frozen", None), ("expanded", points[:4])) if expands else (("frozen", None),):
         guide = lik.surrogate(x_ref, draws)
         for _ in range(2):
-            value_and_gradient(guide, points)
+            value_and_grad(guide, points)
         t0 = time.perf_counter()
         for _ in range(repeats):
-            value_and_gradient(guide, points)
+            value_and_grad(guide, points)
         out[f"ms_per_surrogate_gradient_{name}_{chains}_chains"] = round(1e3 * (time.perf_counter() - t0) / repeats, 2)
     return out
-
-
-def value_and_gradient(log_prob, x):
-    x = x.detach().requires_grad_(True)
-    value = log_prob(x)
-    return value.detach(), torch.autograd.grad(value.sum(), x)[0]
 
 
 def one_fit(df, schema, cols, seed):

@@ -613,3 +613,18 @@ def test_string_columns_are_read_as_categoricals_with_patsys_levels():
     lev = dpsynth.fit_pooled([df, df.copy()], "y ~ C(g, levels=['c', 'b', 'a']) + x", family="binomial").to_frame()
     assert lev["term"].tolist()[1:3] == ["C(g, levels=['c', 'b', 'a'])[T.b]", "C(g, levels=['c', 'b', 'a'])[T.a]"]
     pd.testing.assert_frame_equal(df, before)
+
+
+def test_only_a_levels_argument_turns_the_categorical_fast_path_off(monkeypatch):
+    """A column whose name merely contains "levels" keeps the fast path; ``levels=`` turns it off."""
+    from dpsynth.inference import dataset_fit
+
+    calls = []
+    monkeypatch.setattr(dataset_fit, "categorical_strings", lambda f: calls.append(1) or f)
+    rng = np.random.default_rng(4)
+    df = pd.DataFrame({"y": rng.integers(0, 2, 200), "levels_g": rng.choice(["a", "b"], 200).astype(object),
+                       "x": rng.normal(size=200)})
+    dpsynth.fit_pooled([df, df], "y ~ levels_g + x", family="binomial")
+    assert len(calls) == 2
+    dpsynth.fit_pooled([df, df], "y ~ C(levels_g, levels = ['b', 'a']) + x", family="binomial")
+    assert len(calls) == 2

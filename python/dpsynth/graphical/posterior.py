@@ -66,7 +66,7 @@ class LaplaceResult:
         return self.mode + z @ self.chol_cov.T
 
 
-def _value_and_grad(log_prob, x):
+def value_and_grad(log_prob, x):
     """log_prob(x) and its gradient; entries with a non-finite density get a zero gradient."""
     x = x.detach().requires_grad_(True)
     lp = log_prob(x)
@@ -102,7 +102,7 @@ def laplace_approximation(log_prob: Callable, x0: torch.Tensor, *, max_iter: int
         z0 = torch.zeros(dim, dtype=DTYPE) if attempt == 0 else \
             restart_scale * torch.as_tensor(rng.standard_normal(dim), dtype=DTYPE)
         x = x0 + s_mat @ z0
-        lp, g = _value_and_grad(log_prob, x)
+        lp, g = value_and_grad(log_prob, x)
         evals += 1
         if not (bool(torch.isfinite(lp)) and float(g.abs().max()) <= grad_tol):
             z, n_eval = _lbfgs(lambda z: log_prob(x0 + z @ s_mat.T), z0, max_iter, grad_tol)
@@ -110,7 +110,7 @@ def laplace_approximation(log_prob: Callable, x0: torch.Tensor, *, max_iter: int
             if z is None:
                 continue
             x = x0 + s_mat @ z
-            lp, g = _value_and_grad(log_prob, x)
+            lp, g = value_and_grad(log_prob, x)
             if not bool(torch.isfinite(lp)):
                 continue
         hess = torch.autograd.functional.hessian(lambda v: -log_prob(v), x)
@@ -124,7 +124,7 @@ def laplace_approximation(log_prob: Callable, x0: torch.Tensor, *, max_iter: int
                 break
             t = 1.0
             while t > 1e-4:
-                lp_new, g_new = _value_and_grad(log_prob, x + t * step)
+                lp_new, g_new = value_and_grad(log_prob, x + t * step)
                 evals += 1
                 if bool(torch.isfinite(lp_new)) and float(lp_new) >= float(lp) - 1e-9:
                     break
@@ -307,7 +307,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     guide = surrogate(tmap.forward(x).mean(0)) if surrogate is not None else log_prob
 
     def u_and_grad(zz):
-        lp, g = _value_and_grad(lambda v: _mapped(guide, tmap, v), zz)
+        lp, g = value_and_grad(lambda v: _mapped(guide, tmap, v), zz)
         u = -lp
         u[~torch.isfinite(u)] = math.inf
         return u, -g

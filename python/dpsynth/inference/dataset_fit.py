@@ -7,6 +7,7 @@ warnings as notes, or why the fit failed. Pooling the fits is `fit.py`'s concern
 """
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field
 
@@ -14,6 +15,10 @@ import numpy as np
 import pandas as pd
 
 from .formula import Family, code_outcome
+
+#: a ``levels=`` argument in a formula (patsy's ``C(x, levels=[...])``): :func:`fit_one` then leaves
+#: string columns as they are (a column merely named "levels…" keeps the fast categorical path)
+LEVELS_ARGUMENT = re.compile(r"\blevels\s*=")
 
 
 def estimable_columns(X: np.ndarray, tol: float = 1e-7) -> np.ndarray:
@@ -82,7 +87,7 @@ def fit_one(frame, formula, family: Family, env, index=None, coding=None, outcom
     fit = DatasetFit(index)
     if coding is not None:
         frame = code_outcome(frame, outcome, coding)
-    if "levels" not in formula:  # C(x, levels=[...]) must see the values, not a Categorical's own levels
+    if not LEVELS_ARGUMENT.search(formula):  # C(x, levels=[...]) must see the values, not a Categorical's own levels
         frame = categorical_strings(frame)
     try:
         y, X = patsy.dmatrices(formula, frame, eval_env=env, NA_action="drop", return_type="dataframe")
