@@ -719,6 +719,23 @@ def _mar_frame(n=4000, seed=3):
     return pd.DataFrame({"x1": x1, "x2": x2, "y": y}), x2
 
 
+@pytest.mark.filterwarnings("ignore::dpsynth.PosteriorNotMixedWarning")  # a target that cannot be met
+def test_mar_mode_extends_by_its_own_share_of_the_first_run(monkeypatch):
+    """Under missing="mar" each extension adds EXTENSION_SHARE_MAR of the first run's draws (its
+    defaults check early, after 200 draws, and extend by 100); other modes EXTENSION_SHARE."""
+    from dpsynth.generators import napsu_sampling
+
+    monkeypatch.setattr(napsu_sampling, "MAX_EXTENSIONS", 2)
+    monkeypatch.setattr(napsu_sampling, "RESTART_AFTER", None)
+    df, _ = _mar_frame(n=1500)
+    kw = dict(queries=TOY_QUERY, mcmc_chains=4, mcmc_warmup=30, mcmc_draws=20, rhat_target=1.0)
+    mar = NAPSUMQ(3.0, 1 / 1500 ** 2, missing="mar", incomplete=["x2"], **kw).fit(df, TOY_SCHEMA, seed=1)
+    complete = NAPSUMQ(3.0, 1 / 1500 ** 2, **kw).fit(df.fillna(0.0), TOY_SCHEMA, seed=1)
+    assert mar.diagnostics_["extended"] == complete.diagnostics_["extended"] == 2
+    assert mar.diagnostics_["draws_per_chain"] == 20 + 2 * math.ceil(napsu_sampling.EXTENSION_SHARE_MAR * 20)
+    assert complete.diagnostics_["draws_per_chain"] == 20 + 2 * math.ceil(napsu_sampling.EXTENSION_SHARE * 20)
+
+
 @pytest.mark.filterwarnings("ignore::dpsynth.PosteriorNotMixedWarning")  # short chains: speed, not mixing
 def test_mar_mode_completes_the_data_and_recovers_the_complete_data_mean():
     df, x2 = _mar_frame()

@@ -32,11 +32,15 @@ DTYPE = torch.float64
 #: seeds 0 / 1, 32 chains 65.8 / 45.4 s (seed 0 extended); 16 × (300 + 400), alone, 75.7 / 71.6 s
 MCMC_DEFAULTS = {"hmc": (48, 100, 400, 1), "hmc-da": (16, 300, 200, 1), "slice": (20, 20, 8, 2)}
 #: ... and under ``missing="mar"``, whose posterior is stiffer (age × education cells bounded by
-#: their noisy counts from above only): 16 chains, a longer warm-up. Adult-10 with 20 % MAR, seeds
-#: 12–19: R̂ ≤ 1.01 in 8 of 8 fits with these, 6 of 8 with 64 × (100 + 400) and two extensions
-#: (seeds 0–19 with the metric re-estimated at each extension: 20 of 20); a gradient costs 7.3 ms
-#: at 16 chains, 13.1 ms at 64 (seed 11)
-MCMC_DEFAULTS_MAR = {"hmc": (16, 300, 400, 1)}
+#: their noisy counts from above only): 16 chains (a gradient costs 7.3 ms at 16 chains, 13.1 ms at
+#: 64: seed 11), a first check after 200 draws and extensions of 100 (:data:`EXTENSION_SHARE_MAR`),
+#: each re-estimating the metric from all draws so far. The split R̂ of the worst of 550 cells, not
+#: the ESS, sets the draws needed: Adult-10 with 20 % MCAR, seeds 0–3, warm-up 300, R̂ after 200 /
+#: 300 / 400 draws 1.022 / 1.013 / 1.011, 1.028 / 1.010 / 1.009, 1.019 / 1.014 / 1.010, 1.032 /
+#: 1.014 / 1.010 while the least bulk ESS was 484–1,990 (target 400). Warm-up 200 (seeds 0–2:
+#: mixed after 500 draws each, 82 / 94 / 118 s for the fit, one thread beside another fit) against
+#: 300 (500 / 400 / 500 draws, 83 / 105 / 124 s) and 150 (400 / 600 / 500, 65 / 104 / 133 s)
+MCMC_DEFAULTS_MAR = {"hmc": (16, 200, 200, 1)}
 #: ``"hmc"`` reweights at most this many draws (the chains thinned evenly): each needs one exact
 #: evaluation of the likelihood (Adult-10 under MAR: 0.55 ms by junction-tree messages, 25 ms by
 #: the clamped pass that 3,200 draws were sized for)
@@ -54,6 +58,8 @@ DIAGNOSTIC_DRAWS = 400
 #: another fit: 11,220 gradients and 130 s with none, 14,610 and 150 s with one of 200 draws after a
 #: different start); extensions of 100 draws (a quarter) overshoot the draws needed by half as much
 MAX_EXTENSIONS, EXTENSION_SHARE = 20, 0.25
+#: ... under ``missing="mar"`` (first run 200 draws: :data:`MCMC_DEFAULTS_MAR`): 100 draws an extension
+EXTENSION_SHARE_MAR = 0.5
 #: draws per message pass when the released cells' probabilities are computed for the diagnostics:
 #: the pass's tensors (tree cells × draws) then stay in cache. Adult-10 with 20 % MCAR (2,592 tree
 #: cells), 6,400 draws: 3.3 s in one batch, 1.9 s in chunks of 1,024, 0.66 s in chunks of 64
@@ -102,8 +108,8 @@ class PosteriorSampling:
 
     def _run_hmc(self, lik, x0, cov0, rng):
         """Dispersed starts N(mode, INIT_SCALE² F⁻¹), adapted dense-metric HMC, and up to
-        :data:`MAX_EXTENSIONS` extensions, each :data:`EXTENSION_SHARE` of the first run, while the cells' R̂ / ESS
-        miss their targets; each extension starts with the coordinate map (:data:`MARGINAL_MAP`) and
+        :data:`MAX_EXTENSIONS` extensions, each :data:`EXTENSION_SHARE` (``missing="mar"``:
+        :data:`EXTENSION_SHARE_MAR`) of the first run, while the cells' R̂ / ESS miss their targets; each extension starts with the coordinate map (:data:`MARGINAL_MAP`) and
         the metric re-estimated from all draws so far (a finite adaptation between runs: every run
         is a valid HMC kernel for the fixed target, started where the chains stopped). ``"hmc"``: the chains
         target the surrogate and the draws are reweighted to the exact posterior by
@@ -146,6 +152,7 @@ class PosteriorSampling:
 
         cells = diagnose(draws)
         extended = restarts = 0
+        share = EXTENSION_SHARE_MAR if getattr(self, "missing_mode_", None) == "mar" else EXTENSION_SHARE
         while not self._mixed(cells) and extended < MAX_EXTENSIONS:
             # the metric from every draw so far: warm-up's last window saw fewer, less mixed draws
             flat = draws.reshape(-1, lik.dim)
@@ -162,7 +169,7 @@ class PosteriorSampling:
             tmap = fit_map(flat) if fit_map is not None else res.transform
             metric = torch.as_tensor(shrunk_covariance(tmap.inverse(flat).numpy()), dtype=DTYPE)
             more = hmc(lik.log_posterior, draws[:, -1], cov=metric, warmup=0, rng=rng, step_size=res.step_size,
-                       draws=math.ceil(EXTENSION_SHARE * self.mcmc_draws_) * self.mcmc_thin_,
+                       draws=math.ceil(share * self.mcmc_draws_) * self.mcmc_thin_,
                        surrogate=lambda _c, _d=None: guide, delayed_acceptance=delayed, transform=tmap)
             draws = torch.cat([draws, thinned(more)], dim=1)
             seconds, n_grad, extended = seconds + more.seconds, n_grad + more.gradient_evaluations, extended + 1
