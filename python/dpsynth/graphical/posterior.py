@@ -219,12 +219,14 @@ class HMCResult(_ChainSummary):
 def shrunk_covariance(x: np.ndarray) -> np.ndarray:
     """Covariance of pooled warm-up draws ``x`` (n, dim) for the mass matrix: Ledoit–Wolf
     shrinkage (scikit-learn) of the correlation matrix towards the identity, rescaled by the
-    sample variances, so that a few hundred draws give a well-conditioned dense estimate."""
+    sample variances, so that a few hundred draws give a well-conditioned dense estimate. The
+    precision matrix scikit-learn would also store (a pseudo-inverse by ``eigh``) is not needed: at the
+    bundled Adult's 15 columns (dim 2,752) it was 12 of the 15 s a call took."""
     from sklearn.covariance import LedoitWolf
 
     sd = x.std(axis=0, ddof=1)
     sd = np.where(sd > 0, sd, 1e-3)
-    corr = LedoitWolf(assume_centered=False).fit((x - x.mean(0)) / sd).covariance_
+    corr = LedoitWolf(assume_centered=False, store_precision=False).fit((x - x.mean(0)) / sd).covariance_
     cov = corr * np.outer(sd, sd)
     return 0.5 * (cov + cov.T) + 1e-10 * np.eye(x.shape[1])
 
