@@ -799,8 +799,8 @@ def test_expanded_v_surrogate_is_closer_to_the_exact_posterior_than_frozen_v(mon
 def test_tree_lu_factor_survives_set_num_threads():
     """After torch.set_num_threads(2) (users and the torch generators call it) this machine's torch /
     MKL factorises batches of matrices above ~128 × 128 wrongly, with invalid pivots or, silently,
-    with valid ones (the second batch below); the tree's factorisation goes one matrix at a time and
-    its solves stay exact (fresh process: the setting is global)."""
+    with valid ones (the second batch below); the tree's factorisation then goes one matrix at a time,
+    at one thread it stays batched, and its solves are exact (fresh process: the setting is global)."""
     import subprocess
     import sys
     code = """
@@ -814,11 +814,14 @@ for a in (torch.randn(5, 200, 200, generator=g, dtype=torch.float64) + 15 * torc
     lu, piv = lu_factor(a)
     x = torch.linalg.lu_solve(lu, piv, b)
     print(float((a @ x - b).abs().max()))
+torch.set_num_threads(1)  # one thread again: the batched call, exact
+lu, piv = lu_factor(a)
+print(float((a @ torch.linalg.lu_solve(lu, piv, b) - b).abs().max()))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    errors = [float(v) for v in out.stdout.strip().splitlines()[-2:]]
-    assert len(errors) == 2 and max(errors) < 1e-9, out.stdout
+    errors = [float(v) for v in out.stdout.strip().splitlines()[-3:]]
+    assert len(errors) == 3 and max(errors) < 1e-9, out.stdout
 
 
 def test_mode_tolerance_stops_on_the_newton_decrement():
