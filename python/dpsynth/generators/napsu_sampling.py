@@ -69,10 +69,10 @@ PARETO_K_MAX = 0.7
 #: chains start at N(mode, INIT_SCALE² F⁻¹): spread out, yet inside the region where the frozen-V
 #: surrogate of delayed acceptance is close to the exact density
 INIT_SCALE = 0.3
-#: Newton decrement at which the mode search stops, per inference (others: noise_aware.MODE_TOL): chains only start
-#: near the mode (the log density's sd over a posterior of D = 421 is ~15 nats). Adult-10, 20 % MCAR,
-#: seed 1: the decrement fell below 1 after 20 of 31 Fisher-scoring steps (4.1 of 6.3 s), 0.6 nats
-#: below the mode's log density
+#: Newton decrement at which the mode search stops, per inference (others: noise_aware.MODE_TOL):
+#: chains only start near the mode (the log density's sd over a posterior of D = 421 is ~15 nats).
+#: Adult-10, 20 % MCAR, seed 1: the decrement fell below 1 after 20 of 31 Fisher-scoring steps (4.1
+#: of 6.3 s), 0.6 nats below the mode's log density
 MODE_TOL = {"hmc": 1.0, "hmc-da": 1.0}
 #: draws (all chains, evenly thinned) from which each extension re-estimates the metric. Adult-10
 #: with 20 % MAR, seed 12: R̂ ≤ 1.01 after 1,200 draws per chain (20,281 gradients) against 2,000
@@ -109,7 +109,8 @@ class PosteriorSampling:
     def _run_hmc(self, lik, x0, cov0, rng):
         """Dispersed starts N(mode, INIT_SCALE² F⁻¹), adapted dense-metric HMC, and up to
         :data:`MAX_EXTENSIONS` extensions, each :data:`EXTENSION_SHARE` (``missing="mar"``:
-        :data:`EXTENSION_SHARE_MAR`) of the first run, while the cells' R̂ / ESS miss their targets; each extension starts with the coordinate map (:data:`MARGINAL_MAP`) and
+        :data:`EXTENSION_SHARE_MAR`) of the first run, while the cells' R̂ / ESS miss their targets;
+        each extension starts with the coordinate map (:data:`MARGINAL_MAP`) and
         the metric re-estimated from all draws so far (a finite adaptation between runs: every run
         is a valid HMC kernel for the fixed target, started where the chains stopped). ``"hmc"``: the chains
         target the surrogate and the draws are reweighted to the exact posterior by

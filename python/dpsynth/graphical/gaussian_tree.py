@@ -219,8 +219,8 @@ def lu_factor(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.linalg.lu_factor`` of a batch of matrices, one matrix at a time above
     :data:`LU_BATCH_MAX` rows when torch runs more than one thread. Once
     ``torch.set_num_threads(k > 1)`` has been called in a process (users do; the torch generators
-    do, :func:`dpsynth.generators.dpsgd.torch_threads`), this
-    machine's torch 2.13 / oneMKL build factorises batches of matrices above ~128 × 128 wrongly:
+    do, :func:`dpsynth.generators.dpsgd.torch_threads`), this machine's torch 2.13 / oneMKL build
+    factorises batches of matrices above ~128 × 128 wrongly:
     sometimes with pivots of 0 (oneMKL: "Parameter 6 was incorrect on entry to DLASWP", and
     ``lu_solve`` raises), sometimes with valid pivots and wrong factors, silently (16 matrices
     I + 0.1·N(0, 1) of 153 × 153, two threads: ‖Ax − b‖∞ = 166 after the solve). Single matrices
