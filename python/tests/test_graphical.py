@@ -192,6 +192,39 @@ def test_hmc_adapts_a_dense_metric_and_recovers_a_skewed_target():
     assert res.metric[0, 0] == pytest.approx(0.39, rel=0.4) and res.metric[1, 1] == pytest.approx(4.0, rel=0.4)
 
 
+def test_shrinkage_towards_a_target_keeps_the_dependence_the_identity_washes_out():
+    from dpsynth.graphical.posterior import shrinkage_towards, shrunk_covariance
+
+    rng = np.random.default_rng(3)
+    dim = 40
+    # a posterior with near-deterministic linear ties: coordinates in pairs with correlation 0.999
+    a = np.linalg.cholesky(np.kron(np.eye(dim // 2), np.array([[1.0, 0.999], [0.999, 1.0]])))
+    truth = a @ a.T
+    x = rng.standard_normal((200, dim)) @ a.T
+    z = (x - x.mean(0)) / x.std(0, ddof=1)
+    guess = truth + 0.05 * np.eye(dim)                      # a target with weaker ties: 0 < λ < 1
+    c, lam = shrinkage_towards(z, guess)
+    # λ is Σ_{i≠j} Var̂(s_ij) / Σ_{i≠j} (s_ij − t_ij)², computed here from the n × dim × dim products
+    s = z.T @ z / len(z)
+    var = ((z[:, :, None] * z[:, None, :] - s) ** 2).sum(0) / len(z) ** 2
+    t = guess / np.sqrt(np.outer(np.diag(guess), np.diag(guess)))
+    off = ~np.eye(dim, dtype=bool)
+    assert 0 < lam < 1 and lam == pytest.approx(var[off].sum() / ((s - t)[off] ** 2).sum(), rel=1e-10)
+    np.testing.assert_allclose(c, (1 - lam) * s + lam * t, rtol=1e-12)
+
+    def whitened_condition(metric):  # the spread HMC's step size must cover, in the metric's units
+        inv_chol = np.linalg.inv(np.linalg.cholesky(metric))
+        ev = np.linalg.eigvalsh(inv_chol @ truth @ inv_chol.T)
+        return ev.max() / ev.min()
+    # a target with the ties but scales off by up to 25× (as F⁻¹ is for skewed coordinates): only
+    # its correlations are used, the scales come from the draws
+    scales = np.diag(rng.uniform(0.2, 5.0, dim))
+    laplace = scales @ (truth + 5e-4 * np.eye(dim)) @ scales
+    assert whitened_condition(shrunk_covariance(x, laplace)) < 5 < 100 < whitened_condition(shrunk_covariance(x))
+    # positive definite with fewer draws than dimensions, towards an ill-conditioned target
+    assert np.linalg.eigvalsh(shrunk_covariance(x[:10], truth)).min() > 0
+
+
 def test_marginal_map_round_trips_and_its_jacobian_is_the_derivative():
     from dpsynth.graphical.transport import MarginalMap
 

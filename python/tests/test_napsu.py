@@ -398,7 +398,8 @@ def test_each_extension_starts_with_the_metric_of_all_draws_so_far(toy_fit, monk
         tmap, refit = calls[k]["transform"], napsu_sampling.fit_marginal_map(flat)
         for name in ("loc", "scale", "skew", "tail"):
             torch.testing.assert_close(getattr(tmap, name), getattr(refit, name), rtol=1e-9, atol=1e-12)
-        expected = shrunk_covariance(tmap.inverse(flat).numpy())
+        # shrunk towards the correlations of the Laplace covariance the first run started from
+        expected = shrunk_covariance(tmap.inverse(flat).numpy(), calls[0]["cov"].numpy())
         np.testing.assert_allclose(calls[k]["cov"].numpy(), expected, rtol=1e-12)
     assert not np.allclose(calls[1]["cov"].numpy(), calls[2]["cov"].numpy())
 
@@ -414,7 +415,8 @@ def test_a_run_slow_to_mix_restarts_once_with_a_fresh_warmup(toy_fit, monkeypatc
 
     def recording_hmc(log_prob, init, **kw):
         res = real_hmc(log_prob, init, **kw)
-        calls.append({"init": init.clone(), "cov": kw["cov"], "warmup": kw["warmup"], "draws": res.draws})
+        calls.append({"init": init.clone(), "cov": kw["cov"], "warmup": kw["warmup"], "draws": res.draws,
+                      "metric_target": kw.get("metric_target")})
         return res
 
     monkeypatch.setattr(napsu_sampling, "hmc", recording_hmc)
@@ -428,8 +430,11 @@ def test_a_run_slow_to_mix_restarts_once_with_a_fresh_warmup(toy_fit, monkeypatc
     assert [c["warmup"] for c in calls] == [30, 0, 0, 30] + [0] * (napsu_sampling.MAX_EXTENSIONS - 3)
     before = torch.cat([c["draws"] for c in calls[:3]], dim=1)
     assert torch.equal(calls[3]["init"], before[:, -1])
-    np.testing.assert_allclose(calls[3]["cov"].numpy(), shrunk_covariance(before.reshape(-1, before.shape[-1]).numpy()),
-                               rtol=1e-12)
+    np.testing.assert_allclose(calls[3]["cov"].numpy(), shrunk_covariance(before.reshape(-1, before.shape[-1]).numpy(),
+                                                                          calls[0]["cov"].numpy()), rtol=1e-12)
+    # both adapted runs shrink their warm-up metrics towards the same Laplace covariance
+    for k in (0, 3):
+        np.testing.assert_array_equal(calls[k]["metric_target"], calls[0]["cov"].numpy())
     step = math.ceil(napsu_sampling.EXTENSION_SHARE * 20)
     assert d["draws_per_chain"] == 20 + step * (napsu_sampling.MAX_EXTENSIONS - 3)  # the first 3 runs dropped
     assert torch.equal(calls[4]["init"], calls[3]["draws"][:, -1])

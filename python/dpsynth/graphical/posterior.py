@@ -178,8 +178,27 @@ def _lbfgs(log_prob, start, max_iter, grad_tol):
 
 # ---------------------------------------------------------------------- MCMC results
 class _ChainSummary:
-    """Shared read-outs of an MCMC result with ``draws`` (chains, draws, dim), per-parameter ``rhat``
-    and ``ess_bulk``, and ``seconds``."""
+    """Shared read-outs of an MCMC result with ``draws`` (chains, draws, dim) and ``seconds``:
+    per-parameter ``rhat`` and ``ess_bulk``, computed on first use (one shared rank transform) and
+    kept. NAPSU-MQ diagnoses the released cells instead and never reads them: computed eagerly
+    after each of a fit's runs they took ~2.5 of its ~110 s (Adult-10 with 20 % MCAR, profiled)."""
+
+    @property
+    def rhat(self) -> np.ndarray:
+        return self._rhat_and_ess()[0]
+
+    @property
+    def ess_bulk(self) -> np.ndarray:
+        return self._rhat_and_ess()[1]
+
+    def _rhat_and_ess(self) -> tuple[np.ndarray, np.ndarray]:
+        if "_diagnostics" not in self.__dict__:
+            arr = self.draws.detach().numpy()
+            if arr.shape[1] >= 4:
+                self.__dict__["_diagnostics"] = rhat_and_ess(arr)
+            else:
+                self.__dict__["_diagnostics"] = (np.full(arr.shape[2:], np.nan),) * 2
+        return self.__dict__["_diagnostics"]
 
     @property
     def max_rhat(self) -> float:
@@ -207,8 +226,6 @@ class HMCResult(_ChainSummary):
     gradient_evaluations: int    # batched evaluations (all chains at once)
     divergences: int
     seconds: float
-    rhat: np.ndarray = field(repr=False)
-    ess_bulk: np.ndarray = field(repr=False)
     metric: torch.Tensor = field(repr=False, default=None)  # adapted covariance (inverse mass matrix) in z
     second_stage_accept: float = float("nan")  # delayed acceptance: share of first-stage passes kept
     target: Callable = field(repr=False, default=None)  # the density the chains targeted at the end
@@ -216,19 +233,51 @@ class HMCResult(_ChainSummary):
     transform: object = field(repr=False, default=None)  # the coordinate map the chains moved in at the end
 
 
-def shrunk_covariance(x: np.ndarray) -> np.ndarray:
-    """Covariance of pooled warm-up draws ``x`` (n, dim) for the mass matrix: Ledoit–Wolf
-    shrinkage (scikit-learn) of the correlation matrix towards the identity, rescaled by the
-    sample variances, so that a few hundred draws give a well-conditioned dense estimate. The
-    precision matrix scikit-learn would also store (a pseudo-inverse by ``eigh``) is not needed: at the
-    bundled Adult's 15 columns (dim 2,752) it was 12 of the 15 s a call took."""
-    from sklearn.covariance import LedoitWolf
-
+def shrunk_covariance(x: np.ndarray, target: np.ndarray | None = None) -> np.ndarray:
+    """Covariance of pooled draws ``x`` (n, dim) for the mass matrix, shrunk on the correlation
+    scale and rescaled by the sample variances, so that a few hundred draws give a
+    well-conditioned dense estimate. ``target`` None: Ledoit–Wolf shrinkage (scikit-learn) towards
+    the identity (its unused precision matrix, a pseudo-inverse by ``eigh``, not computed: 12 of the
+    15 s a call took at dim 2,752). ``target`` a covariance: shrinkage towards its correlation
+    matrix with the intensity of :func:`shrinkage_towards`; a target that already holds the
+    posterior's strong linear dependences (the Laplace covariance F⁻¹) keeps them where the identity
+    would wash them out (:data:`dpsynth.generators.napsu_sampling.METRIC_TARGET`)."""
     sd = x.std(axis=0, ddof=1)
     sd = np.where(sd > 0, sd, 1e-3)
-    corr = LedoitWolf(assume_centered=False, store_precision=False).fit((x - x.mean(0)) / sd).covariance_
+    z = (x - x.mean(0)) / sd
+    if target is None:
+        from sklearn.covariance import LedoitWolf
+
+        corr = LedoitWolf(assume_centered=False, store_precision=False).fit(z).covariance_
+    else:
+        corr = shrinkage_towards(z, target)[0]
     cov = corr * np.outer(sd, sd)
     return 0.5 * (cov + cov.T) + 1e-10 * np.eye(x.shape[1])
+
+
+#: the least shrinkage towards a target (:func:`shrinkage_towards`): S alone is singular with fewer
+#: draws than dimensions
+LAMBDA_MIN = 1e-3
+
+
+def shrinkage_towards(z: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, float]:
+    """(C, λ): C = (1 − λ)S + λT (positive definite for λ > 0) for centred, standardised
+    draws ``z`` (n, dim) with S = zᵀz/n and T the correlation matrix of ``target``. λ = Σ_{i≠j}
+    Var̂(s_ij) / Σ_{i≠j} (s_ij − t_ij)², clipped to [:data:`LAMBDA_MIN`, 1]: the Ledoit–Wolf intensity for a fixed
+    target (Schäfer & Strimmer 2005, target "D" generalised to any fixed T), with Var̂(s_ij) =
+    Σ_k (z_ki z_kj − s_ij)² / n², summed over i ≠ j without forming the n × dim² products."""
+    n, dim = z.shape
+    s = z.T @ z / n
+    d = np.sqrt(np.diag(target))
+    t = target / np.outer(d, d)
+    row2 = (z * z).sum(axis=1)
+    diag2 = np.diag(s) ** 2
+    var_sum = ((row2 ** 2).sum() - (z ** 4).sum() - n * ((s ** 2).sum() - diag2.sum())) / n ** 2
+    gap = ((s - t) ** 2).sum() - ((np.diag(s) - 1.0) ** 2).sum()
+    lam = float(np.clip(var_sum / gap, LAMBDA_MIN, 1.0)) if gap > 0 else 1.0
+    # the convex combination as it is (S's own diagonal put back would lower it by λ/n, enough to
+    # make C indefinite where T's smallest eigenvalue is below 1/n: F⁻¹'s correlations reach 1e-3)
+    return (1.0 - lam) * s + lam * t, lam
 
 
 def _warmup_windows(warmup: int) -> list[int]:
@@ -251,7 +300,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
         max_leapfrog: int = 64, rng: np.random.Generator | None = None,
         step_size: float | None = None, surrogate: Callable | None = None,
         delayed_acceptance: bool = True, prune_strays: bool = True, transform=None,
-        fit_transform: Callable | None = None) -> HMCResult:
+        fit_transform: Callable | None = None, metric_target: np.ndarray | None = None) -> HMCResult:
     """Hamiltonian Monte Carlo (Neal 2011) with a dense mass matrix adapted in warm-up, for a
     batch of chains that start at the rows of ``init`` (chains, dim) and advance together (one
     batched value-and-gradient per leapfrog step).
@@ -259,8 +308,9 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     Warm-up follows Stan's windowed adaptation (Carpenter et al. 2017): step size by dual averaging
     (Hoffman & Gelman 2014, §3.2) in every window; at the end of each slow window the inverse mass
     matrix becomes the shrunk covariance of the draws of *all* chains in that window (pooling the
-    chains gives a usable dense estimate after a few dozen iterations). ``cov`` is the starting
-    metric (e.g. a Laplace covariance; default the identity). After warm-up the path length, in
+    chains gives a usable dense estimate after a few dozen iterations), shrunk towards the
+    correlations of ``metric_target`` (:func:`shrunk_covariance`; None: the identity). ``cov`` is
+    the starting metric (e.g. a Laplace covariance; default the identity). After warm-up the path length, in
     the metric's units, is ``path_length`` (π/2: a quarter period of a standard Gaussian, where a
     position no longer correlates with its start) times a uniform jitter of ±``jitter``, so that
     no fixed period can lock in. Non-finite log densities reject the proposal (a divergence).
@@ -393,7 +443,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
                     x = tmap.inverse(positions)
                     if delayed:
                         lp_x = exact(x)
-                metric = torch.as_tensor(shrunk_covariance(tmap.inverse(pooled).numpy()), dtype=DTYPE)
+                metric = torch.as_tensor(shrunk_covariance(tmap.inverse(pooled).numpy(), metric_target), dtype=DTYPE)
                 pooled = pooled.numpy()
                 chol = torch.linalg.cholesky(metric)
                 moved = not bool(good.all())
@@ -422,10 +472,9 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
             acc_kept.append(float(acc_prob.mean()))
             n_lf_kept.append(n_steps)
     samples = torch.stack(kept, dim=1)  # (chains, draws, dim)
-    arr = samples.numpy()
     return HMCResult(samples, float(np.mean(acc_kept)) if acc_kept else float("nan"), step,
                      float(np.mean(n_lf_kept)) if n_lf_kept else float("nan"), n_grad, divergences,
-                     time.perf_counter() - t0, split_rhat(arr), ess_bulk(arr), metric,
+                     time.perf_counter() - t0, metric,
                      float(np.mean(second_stage)) if second_stage else float("nan"), guide, strays, tmap)
 
 
@@ -499,8 +548,6 @@ class SliceResult(_ChainSummary):
     draws: torch.Tensor          # (chains, kept draws, dim) in the original coordinates
     evaluations: int             # log-density evaluations (chain × proposal)
     seconds: float
-    rhat: np.ndarray = field(repr=False)
-    ess_bulk: np.ndarray = field(repr=False)
 
 
 def elliptical_slice(log_prob: Callable, mean: torch.Tensor, chol: torch.Tensor, *, chains: int = 20,
@@ -556,11 +603,7 @@ def elliptical_slice(log_prob: Callable, mean: torch.Tensor, chol: torch.Tensor,
             angle[rej] = lo[rej] + (hi[rej] - lo[rej]) * torch.as_tensor(rng.random(rej.numel()), dtype=DTYPE)
         if it >= warmup and (it - warmup) % thin == thin - 1:
             kept.append((mean + f).clone())
-    samples = torch.stack(kept, dim=1)
-    arr = samples.numpy()
-    rhat = split_rhat(arr) if arr.shape[1] >= 4 else np.full(dim, np.nan)
-    ess = ess_bulk(arr) if arr.shape[1] >= 4 else np.full(dim, np.nan)
-    return SliceResult(samples, evals, time.perf_counter() - t0, rhat, ess)
+    return SliceResult(torch.stack(kept, dim=1), evals, time.perf_counter() - t0)
 
 
 # ---------------------------------------------------------------------- diagnostics (Vehtari et al. 2021)
