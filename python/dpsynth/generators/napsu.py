@@ -37,9 +37,9 @@ cells is already extreme, and a vaguer prior leaves the parameters of near-empty
 one-sided, prior-dominated tails that no sampler crosses quickly (see
 ``shared/reference/napsu-validity.md``).
 
-- ``inference="hmc"`` (default): Hamiltonian Monte Carlo (:func:`dpsynth.graphical.posterior.hmc`)
-  with a dense mass matrix adapted in warm-up from the pooled draws of all chains, 48 chains (16 under
-  ``missing="mar"``: :data:`MCMC_DEFAULTS`) started at N(mode, 0.3² F⁻¹) (F the Fisher information at
+- ``inference="hmc"`` (default): Hamiltonian Monte Carlo (:func:`dpsynth.graphical.posterior.hmc`) with a dense mass
+  matrix adapted in warm-up from the pooled draws of all chains, shrunk towards F⁻¹'s correlations (``METRIC_TARGET``), 48
+  chains (16 under ``missing="mar"``: :data:`MCMC_DEFAULTS`) started at N(mode, 0.3² F⁻¹) (F the Fisher information at
   the mode), in coordinates where a per-coordinate map refitted in warm-up undoes the skew of near-empty
   cells' parameters (:data:`MARGINAL_MAP`). The chains target a cheap *surrogate*: the likelihood with V
   frozen at the warm-up draws' centre but each table's own block, or for incomplete data rᵀV⁻¹r expanded
