@@ -193,7 +193,7 @@ def test_hmc_adapts_a_dense_metric_and_recovers_a_skewed_target():
 
 
 def test_shrinkage_towards_a_target_keeps_the_dependence_the_identity_washes_out():
-    from dpsynth.graphical.posterior import shrinkage_towards, shrunk_covariance
+    from dpsynth.graphical.metric import shrinkage_towards, shrunk_covariance
 
     rng = np.random.default_rng(3)
     dim = 40

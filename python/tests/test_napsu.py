@@ -374,7 +374,7 @@ def test_each_extension_starts_with_the_metric_of_all_draws_so_far(toy_fit, monk
     from their last draw with the coordinate map refitted to every draw kept before it and the
     metric re-estimated from those draws in the map's coordinates."""
     from dpsynth.generators import napsu_sampling
-    from dpsynth.graphical.posterior import shrunk_covariance
+    from dpsynth.graphical.metric import shrunk_covariance
 
     calls, real_hmc = [], napsu_sampling.hmc
 
@@ -409,7 +409,7 @@ def test_a_run_slow_to_mix_restarts_once_with_a_fresh_warmup(toy_fit, monkeypatc
     from the chains' last draws, the metric starting from the covariance of all draws so far) and
     keeps only the new run's draws, which later extensions continue."""
     from dpsynth.generators import napsu_sampling
-    from dpsynth.graphical.posterior import shrunk_covariance
+    from dpsynth.graphical.metric import shrunk_covariance
 
     calls, real_hmc = [], napsu_sampling.hmc
 

@@ -20,8 +20,8 @@ import warnings
 import numpy as np
 import torch
 
-from ..graphical.posterior import (PosteriorNotMixedWarning, ess_bulk, hmc, psis_weights, rhat_and_ess,
-                                  shrunk_covariance)
+from ..graphical.metric import shrunk_covariance
+from ..graphical.posterior import PosteriorNotMixedWarning, ess_bulk, hmc, psis_weights, rhat_and_ess
 from ..graphical.transport import fit_marginal_map
 
 DTYPE = torch.float64
@@ -89,7 +89,7 @@ METRIC_DRAWS = 6400
 RESTART_AFTER = 8
 #: what the dense metric's estimates (each slow warm-up window's, each extension's) are shrunk
 #: towards on the correlation scale: ``"laplace"``, the correlations of F⁻¹ at the mode (the Fisher
-#: information the chains start from; :func:`dpsynth.graphical.posterior.shrunk_covariance`), or
+#: information the chains start from; :func:`dpsynth.graphical.metric.shrunk_covariance`), or
 #: None, the identity (Ledoit–Wolf). The posterior has strong linear dependences (parameters tied
 #: by the released totals) that the identity target washes out: the metric then overstates the
 #: variance along them and the step size shrinks to fit. Adult-10 with 20 % MCAR, seeds 1 / 3,
