@@ -134,6 +134,10 @@ class PosteriorSampling:
         chol0 = torch.linalg.cholesky(cov0)
         init = x0 + INIT_SCALE * torch.as_tensor(rng.standard_normal((self.mcmc_chains_, lik.dim)), dtype=DTYPE) @ chol0.T
         fit_map = fit_marginal_map if MARGINAL_MAP else None
+        target = cov0.numpy() if METRIC_TARGET == "laplace" else None
+
+        def metric_of(flat):  # the shrunk covariance of draws (in the chains' coordinates)
+            return torch.as_tensor(shrunk_covariance(flat.numpy(), target), dtype=DTYPE)
 
         def thinned(run):
             return run.draws[:, self.mcmc_thin_ - 1::self.mcmc_thin_]
@@ -146,11 +150,6 @@ class PosteriorSampling:
                       metric_target=target)
             kept = thinned(run)
             return run, kept, run.target if not delayed else lik.surrogate(kept.reshape(-1, lik.dim).mean(0))
-
-        target = cov0.numpy() if METRIC_TARGET == "laplace" else None
-
-        def metric_of(flat):  # the shrunk covariance of draws (in the chains' coordinates)
-            return torch.as_tensor(shrunk_covariance(flat.numpy(), target), dtype=DTYPE)
 
         res, draws, guide = adapted_run(init, cov0)
         seconds, n_grad = res.seconds, res.gradient_evaluations
@@ -173,7 +172,7 @@ class PosteriorSampling:
 
         cells = diagnose(draws)
         extended = restarts = 0
-        share = EXTENSION_SHARE_MAR if getattr(self, "missing_mode_", None) == "mar" else EXTENSION_SHARE
+        share = EXTENSION_SHARE_MAR if self.missing_mode_ == "mar" else EXTENSION_SHARE
         while not self._mixed(cells) and extended < MAX_EXTENSIONS:
             # the metric from every draw so far: warm-up's last window saw fewer, less mixed draws
             flat = draws.reshape(-1, lik.dim)

@@ -57,13 +57,12 @@ def shrinkage_towards(z: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, fl
     Var̂(s_ij) / Σ_{i≠j} (s_ij − t_ij)², clipped to [:data:`LAMBDA_MIN`, 1]: the Ledoit–Wolf intensity for a fixed
     target (Schäfer & Strimmer 2005, target "D" generalised to any fixed T), with Var̂(s_ij) =
     Σ_k (z_ki z_kj − s_ij)² / n², summed over i ≠ j without forming the n × dim² products."""
-    n, dim = z.shape
+    n = z.shape[0]
     s = z.T @ z / n
     d = np.sqrt(np.diag(target))
     t = target / np.outer(d, d)
     row2 = (z * z).sum(axis=1)
-    diag2 = np.diag(s) ** 2
-    var_sum = ((row2 ** 2).sum() - (z ** 4).sum() - n * ((s ** 2).sum() - diag2.sum())) / n ** 2
+    var_sum = ((row2 ** 2).sum() - (z ** 4).sum() - n * ((s ** 2).sum() - (np.diag(s) ** 2).sum())) / n ** 2
     gap = ((s - t) ** 2).sum() - ((np.diag(s) - 1.0) ** 2).sum()
     lam = float(np.clip(var_sum / gap, LAMBDA_MIN, 1.0)) if gap > 0 else 1.0
     # the convex combination as it is (S's own diagonal put back would lower it by λ/n, enough to

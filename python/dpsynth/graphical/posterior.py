@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -186,20 +187,15 @@ class _ChainSummary:
 
     @property
     def rhat(self) -> np.ndarray:
-        return self._rhat_and_ess()[0]
+        return self._rhat_and_ess[0]
 
     @property
     def ess_bulk(self) -> np.ndarray:
-        return self._rhat_and_ess()[1]
+        return self._rhat_and_ess[1]
 
+    @cached_property
     def _rhat_and_ess(self) -> tuple[np.ndarray, np.ndarray]:
-        if "_diagnostics" not in self.__dict__:
-            arr = self.draws.detach().numpy()
-            if arr.shape[1] >= 4:
-                self.__dict__["_diagnostics"] = rhat_and_ess(arr)
-            else:
-                self.__dict__["_diagnostics"] = (np.full(arr.shape[2:], np.nan),) * 2
-        return self.__dict__["_diagnostics"]
+        return rhat_and_ess(self.draws.detach().numpy())  # NaN with fewer than 4 draws
 
     @property
     def max_rhat(self) -> float:
