@@ -447,12 +447,12 @@ def test_importance_checks_evaluate_each_draw_once(toy_fit, monkeypatch):
 
     seen, real = [], napsu_sampling.PosteriorSampling._importance_diagnostics
 
-    def counting(self, draws, lik, proposal, log_ratios):
+    def counting(self, draws, lik, proposal, log_ratios, probs=None):
         class Counted:
             def log_posterior_many(self, x):
                 seen.append(x.shape[0])
                 return lik.log_posterior_many(x)
-        return real(self, draws, Counted(), proposal, log_ratios)
+        return real(self, draws, Counted(), proposal, log_ratios, probs)
 
     monkeypatch.setattr(napsu_sampling.PosteriorSampling, "_importance_diagnostics", counting)
     monkeypatch.setattr(napsu_sampling, "RESTART_AFTER", None)
@@ -465,6 +465,38 @@ def test_importance_checks_evaluate_each_draw_once(toy_fit, monkeypatch):
     total = d["chains"] * d["draws_per_chain"]                  # 960 draws, all reweighted at the end
     assert d["importance_draws"] == total == gen.weights_.size and sum(seen) == total
     assert gen.weights_.sum() == pytest.approx(1.0) and (gen.weights_ > 0).all()
+
+
+def test_cell_probabilities_of_each_draw_are_computed_once(toy_fit, monkeypatch):
+    """The checks after the extensions (here R̂ ≤ 1 cannot be met) see the released cells'
+    probabilities of every earlier draw, but each draw's are computed once; the R̂ they give is
+    that of the probabilities computed afresh from all the draws."""
+    from dpsynth.generators import napsu_sampling
+
+    rows, runs = [], []
+    real_probs, real_hmc = napsu_sampling.PosteriorSampling._cell_probs, napsu_sampling.hmc
+
+    def counting(self, draws):
+        rows.append(int(np.prod(draws.shape[:-1])))
+        return real_probs(self, draws)
+
+    def recording_hmc(log_prob, init, **kw):
+        res = real_hmc(log_prob, init, **kw)
+        runs.append(res.draws)
+        return res
+
+    monkeypatch.setattr(napsu_sampling.PosteriorSampling, "_cell_probs", counting)
+    monkeypatch.setattr(napsu_sampling, "hmc", recording_hmc)
+    monkeypatch.setattr(napsu_sampling, "RESTART_AFTER", None)
+    df, _ = toy_fit
+    with pytest.warns(dpsynth.PosteriorNotMixedWarning):
+        gen = NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, mcmc_chains=3, mcmc_warmup=30, mcmc_draws=20,
+                      rhat_target=1.0).fit(df, TOY_SCHEMA, seed=1)
+    d = gen.diagnostics_
+    assert d["extended"] == napsu_sampling.MAX_EXTENSIONS
+    assert sum(rows) == d["chains"] * d["draws_per_chain"] == 3 * (20 + 5 * napsu_sampling.MAX_EXTENSIONS)
+    fresh = gen._cell_diagnostics(torch.cat(runs, dim=1))
+    assert fresh["rhat_max_cells"] == pytest.approx(d["rhat_max_cells"], rel=1e-12)
 
 
 def test_default_sampler_mixes_and_matches_laplace_on_a_gaussian_posterior(toy_fit):

@@ -107,6 +107,30 @@ METRIC_TARGET = "laplace"
 MARGINAL_MAP = True
 
 
+class GrowingCellProbs:
+    """The released cells' probabilities (chains, draws, P) of a run whose draws only grow (each
+    extension appends to every chain), each draw's computed once: the check after an extension
+    would otherwise recompute every earlier draw's (Adult-10 with 20 % MCAR, five checks: 23,200
+    draws' passes where 9,600 draws were kept). ``probs_of`` maps draws (…, dim) to (…, P).
+
+    >>> grow = GrowingCellProbs(lambda d: d.numpy()[..., :1] * 2)
+    >>> grow(torch.ones(2, 3, 4)).shape, grow(torch.ones(2, 5, 4)).shape
+    ((2, 3, 1), (2, 5, 1))
+    """
+
+    def __init__(self, probs_of):
+        self.probs_of, self.values = probs_of, None
+
+    def __call__(self, draws: torch.Tensor) -> np.ndarray:
+        done = 0 if self.values is None else self.values.shape[1]
+        if done > draws.shape[1]:
+            raise ValueError("the draws shrank: start a new GrowingCellProbs for a new run")
+        if done < draws.shape[1]:
+            new = self.probs_of(draws[:, done:])
+            self.values = new if self.values is None else np.concatenate([self.values, new], axis=1)
+        return self.values
+
+
 class PosteriorNotMixedError(RuntimeError):
     """Raised instead of the warning with ``on_not_mixed="raise"``."""
 
@@ -154,18 +178,19 @@ class PosteriorSampling:
         res, draws, guide = adapted_run(init, cov0)
         seconds, n_grad = res.seconds, res.gradient_evaluations
         log_ratios = torch.zeros((draws.shape[0], 0), dtype=DTYPE)  # exact − surrogate; NaN: not evaluated
+        probs = GrowingCellProbs(self._cell_probs)  # every check sees the draws of the checks before
 
         def reweight(draws):
             nonlocal log_ratios  # kept across checks, grown to the draws so far
             grown = torch.full(draws.shape[:2], math.nan, dtype=DTYPE)
             grown[:, :log_ratios.shape[1]] = log_ratios
             log_ratios = grown
-            return self._importance_diagnostics(draws, lik, guide, log_ratios)
+            return self._importance_diagnostics(draws, lik, guide, log_ratios, probs(draws))
 
         def diagnose(draws):
             # the exact evaluations behind the importance weights (most of a fit's cost beside the
             # chains) only when the chains' R̂ already meets its target
-            cells = self._cell_diagnostics(draws)
+            cells = self._cell_diagnostics(draws, probs(draws))
             if not delayed and cells.get("rhat_max_cells", math.inf) <= self.rhat_target:
                 cells.update(reweight(draws))
             return cells
@@ -182,6 +207,7 @@ class PosteriorSampling:
                 # (the restart counts as one of the MAX_EXTENSIONS)
                 res, draws, guide = adapted_run(draws[:, -1], metric_of(flat))
                 log_ratios = torch.zeros((draws.shape[0], 0), dtype=DTYPE)
+                probs = GrowingCellProbs(self._cell_probs)
                 seconds, n_grad, extended = seconds + res.seconds, n_grad + res.gradient_evaluations, extended + 1
                 restarts += 1
                 cells = diagnose(draws)
@@ -235,18 +261,21 @@ class PosteriorSampling:
                 "measure fewer or coarser tables")
 
     # ------------------------------------------------------------------ posterior and sampling
-    def _cell_diagnostics(self, draws: torch.Tensor) -> dict:
+    def _cell_diagnostics(self, draws: torch.Tensor, probs: np.ndarray | None = None) -> dict:
         """R̂ and bulk ESS (arviz-stats) of the released cells' probabilities (what the synthetic
         data depend on; θ of a near-empty cell can wander in the prior's tail while its
-        probability stays ≈ 0), on at most :data:`DIAGNOSTIC_DRAWS` draws per chain."""
+        probability stays ≈ 0), on at most :data:`DIAGNOSTIC_DRAWS` draws per chain. ``probs``:
+        those probabilities at every draw, if already computed (:class:`GrowingCellProbs`)."""
         if draws.shape[1] < 4:
             return {}
         thin = max(1, math.ceil(draws.shape[1] / DIAGNOSTIC_DRAWS))
-        rhat, ess = rhat_and_ess(self._cell_probs(draws[:, thin - 1::thin]))
+        rhat, ess = rhat_and_ess(self._cell_probs(draws[:, thin - 1::thin]) if probs is None
+                                 else probs[:, thin - 1::thin])
         return {"rhat_max_cells": nan_extreme(max, np.atleast_1d(rhat)),
                 "ess_bulk_min_cells": nan_extreme(min, np.atleast_1d(ess))}
 
-    def _importance_diagnostics(self, draws: torch.Tensor, lik, proposal, log_ratios: torch.Tensor) -> dict:
+    def _importance_diagnostics(self, draws: torch.Tensor, lik, proposal, log_ratios: torch.Tensor,
+                                probs: np.ndarray | None = None) -> dict:
         """The draws (chains targeting ``proposal``, the surrogate) reweighted to
         ``lik.log_posterior`` by PSIS over at most :data:`IMPORTANCE_DRAWS` of them, thinned evenly
         by a power-of-two stride: first over every fourth one of those, then every other one, and
@@ -258,7 +287,7 @@ class PosteriorSampling:
         and reused: ``log_ratios`` (chains, draws) holds them, NaN where not yet evaluated, and is
         filled in place; a check after an extension evaluates only draws it has not seen. The ESS
         reported is the kept draws' bulk ESS times the importance efficiency,
-        ``pareto_k`` is k̂."""
+        ``pareto_k`` is k̂. ``probs``: as in :meth:`_cell_diagnostics`."""
         chains, n = draws.shape[:2]
         step = 1 << max(0, math.ceil(math.log2(chains * n / IMPORTANCE_DRAWS)))
         index = torch.arange(step - 1, n, step)
@@ -274,15 +303,17 @@ class PosteriorSampling:
                 with torch.no_grad():
                     log_ratios[chain, cols[col]] = lik.log_posterior_many(points) - proposal(points)
             done = done | part
-            cells = self._weighted(draws[:, index[done]], log_ratios[:, index[done]])
+            cols = index[done]
+            cells = self._weighted(draws[:, cols], log_ratios[:, cols], None if probs is None else probs[:, cols.numpy()])
             met = cells["ess_bulk_min_cells"] >= self.ess_target and cells["pareto_k"] <= PARETO_K_MAX
             if bool(done.all()) or met:
                 return cells
 
-    def _weighted(self, kept: torch.Tensor, log_ratio: torch.Tensor) -> dict:
+    def _weighted(self, kept: torch.Tensor, log_ratio: torch.Tensor, probs: np.ndarray | None = None) -> dict:
         """PSIS weights of the draws ``kept`` (chains, draws, dim) from their log ratios, and the
-        diagnostics of :meth:`_importance_diagnostics`."""
-        ess_kept = nan_extreme(min, np.atleast_1d(ess_bulk(self._cell_probs(kept))))
+        diagnostics of :meth:`_importance_diagnostics` (``probs``: the kept draws' cell probabilities)."""
+        probs = self._cell_probs(kept) if probs is None else probs
+        ess_kept = nan_extreme(min, np.atleast_1d(ess_bulk(probs)))
         r_eff = ess_kept / log_ratio.numel() if np.isfinite(ess_kept) else 1.0
         w, khat, eff = psis_weights(log_ratio.reshape(-1).numpy(), r_eff=min(max(r_eff, 0.05), 1.0))
         return {"weights": w, "kept": kept, "pareto_k": khat, "importance_efficiency": eff,
