@@ -192,6 +192,23 @@ def test_hmc_adapts_a_dense_metric_and_recovers_a_skewed_target():
     assert res.metric[0, 0] == pytest.approx(0.39, rel=0.4) and res.metric[1, 1] == pytest.approx(4.0, rel=0.4)
 
 
+def test_hmc_can_adapt_its_step_size_alone():
+    """adapt_metric=False: the warm-up tunes the step (from one far too small to one that meets the
+    acceptance target) and leaves the metric as given; the kept draws follow the warm-up."""
+    cov = torch.eye(3, dtype=torch.float64)
+    init = torch.as_tensor(np.random.default_rng(0).normal(size=(8, 3)), dtype=torch.float64)
+
+    def normal(x):
+        return -0.5 * (x ** 2).sum(-1)
+
+    res = hmc(normal, init, cov=cov, warmup=40, draws=60, step_size=0.01, rng=np.random.default_rng(1),
+              adapt_metric=False)
+    assert torch.equal(res.metric, cov) and res.draws.shape == (8, 60, 3)
+    assert res.step_size > 0.3 and 0.6 < res.accept_rate < 0.97
+    fixed = hmc(normal, init, cov=cov, warmup=0, draws=20, step_size=0.01, rng=np.random.default_rng(1))
+    assert fixed.step_size == 0.01 and fixed.accept_rate > 0.99
+
+
 def test_shrinkage_towards_a_target_keeps_the_dependence_the_identity_washes_out():
     from dpsynth.graphical.metric import shrinkage_towards, shrunk_covariance
 

@@ -393,7 +393,8 @@ def test_each_extension_starts_with_the_metric_of_all_draws_so_far(toy_fit, monk
     assert len(calls) == 1 + napsu_sampling.MAX_EXTENSIONS == 1 + gen.diagnostics_["extended"]
     for k in range(1, len(calls)):
         before = torch.cat([c["draws"] for c in calls[:k]], dim=1)
-        assert calls[k]["warmup"] == 0 and torch.equal(calls[k]["init"], before[:, -1])
+        assert calls[k]["warmup"] in (0, napsu_sampling.RETUNE_WARMUP)  # a step retune only
+        assert torch.equal(calls[k]["init"], before[:, -1])
         flat = before.reshape(-1, before.shape[-1])
         tmap, refit = calls[k]["transform"], napsu_sampling.fit_marginal_map(flat)
         for name in ("loc", "scale", "skew", "tail"):
@@ -402,6 +403,39 @@ def test_each_extension_starts_with_the_metric_of_all_draws_so_far(toy_fit, monk
         expected = shrunk_covariance(tmap.inverse(flat).numpy(), calls[0]["cov"].numpy())
         np.testing.assert_allclose(calls[k]["cov"].numpy(), expected, rtol=1e-12)
     assert not np.allclose(calls[1]["cov"].numpy(), calls[2]["cov"].numpy())
+
+
+@pytest.mark.parametrize("threshold", [0.0, 1.0])
+def test_an_extension_after_a_run_that_accepted_too_often_retunes_its_step(toy_fit, monkeypatch, threshold):
+    """An extension whose previous run accepted more than RETUNE_ACCEPT of its proposals first
+    adapts its step alone (RETUNE_WARMUP iterations, metric kept) from that run's step; otherwise it
+    keeps that step."""
+    from dpsynth.generators import napsu_sampling
+
+    calls, real_hmc = [], napsu_sampling.hmc
+
+    def recording_hmc(log_prob, init, **kw):
+        res = real_hmc(log_prob, init, **kw)
+        calls.append({**kw, "result": res})
+        return res
+
+    monkeypatch.setattr(napsu_sampling, "hmc", recording_hmc)
+    monkeypatch.setattr(napsu_sampling, "RESTART_AFTER", None)
+    monkeypatch.setattr(napsu_sampling, "MAX_EXTENSIONS", 3)
+    monkeypatch.setattr(napsu_sampling, "RETUNE_ACCEPT", threshold)
+    df, _ = toy_fit
+    with pytest.warns(dpsynth.PosteriorNotMixedWarning):
+        gen = NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, mcmc_chains=3, mcmc_warmup=30, mcmc_draws=20,
+                      rhat_target=1.0).fit(df, TOY_SCHEMA, seed=1)
+    assert len(calls) == 4
+    for before, ext in zip(calls, calls[1:]):
+        assert ext["step_size"] == before["result"].step_size and ext["adapt_metric"] is False
+        assert ext["warmup"] == (napsu_sampling.RETUNE_WARMUP if threshold == 0.0 else 0)
+        assert torch.equal(ext["result"].metric, ext["cov"])        # the extension's metric is kept
+        if threshold == 1.0:
+            assert ext["result"].step_size == before["result"].step_size
+    assert gen.diagnostics_["step_retuned"] == (3 if threshold == 0.0 else 0)
+    assert gen.diagnostics_["step_size_last"] == calls[-1]["result"].step_size
 
 
 def test_a_run_slow_to_mix_restarts_once_with_a_fresh_warmup(toy_fit, monkeypatch):
@@ -421,6 +455,7 @@ def test_a_run_slow_to_mix_restarts_once_with_a_fresh_warmup(toy_fit, monkeypatc
 
     monkeypatch.setattr(napsu_sampling, "hmc", recording_hmc)
     monkeypatch.setattr(napsu_sampling, "RESTART_AFTER", 2)
+    monkeypatch.setattr(napsu_sampling, "RETUNE_ACCEPT", 1.0)  # extensions keep their step (no warm-up)
     df, _ = toy_fit
     with pytest.warns(dpsynth.PosteriorNotMixedWarning):
         gen = NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, mcmc_chains=3, mcmc_warmup=30, mcmc_draws=20,

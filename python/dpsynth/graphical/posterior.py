@@ -250,7 +250,8 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
         max_leapfrog: int = 64, rng: np.random.Generator | None = None,
         step_size: float | None = None, surrogate: Callable | None = None,
         delayed_acceptance: bool = True, prune_strays: bool = True, transform=None,
-        fit_transform: Callable | None = None, metric_target: np.ndarray | None = None) -> HMCResult:
+        fit_transform: Callable | None = None, metric_target: np.ndarray | None = None,
+        adapt_metric: bool = True) -> HMCResult:
     """Hamiltonian Monte Carlo (Neal 2011) with a dense mass matrix adapted in warm-up, for a
     batch of chains that start at the rows of ``init`` (chains, dim) and advance together (one
     batched value-and-gradient per leapfrog step).
@@ -264,7 +265,9 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     the metric's units, is ``path_length`` (π/2: a quarter period of a standard Gaussian, where a
     position no longer correlates with its start) times a uniform jitter of ±``jitter``, so that
     no fixed period can lock in. Non-finite log densities reject the proposal (a divergence).
-    ``step_size`` starts (or, with ``warmup=0``, fixes) the step size.
+    ``step_size`` starts (or, with ``warmup=0``, fixes) the step size. ``adapt_metric=False``: the
+    warm-up adapts the step size alone (dual averaging over all of it), keeping ``cov``, the
+    surrogate and the map as given.
 
     ``surrogate``: delayed acceptance (Christen & Fox 2005; Banterle et al. 2019). ``surrogate(c)``
     returns a cheap log-density that approximates ``log_prob`` near the point c; the trajectories
@@ -324,7 +327,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     lp_x = exact(x) if delayed else None
     second_stage = []
     n_grad = 1
-    windows = _warmup_windows(warmup) if warmup > 0 else []
+    windows = _warmup_windows(warmup) if warmup > 0 and adapt_metric else []
     window_start = int(0.15 * warmup) if warmup > 0 else 0
     window_draws = []
 
