@@ -482,7 +482,7 @@ def test_importance_checks_evaluate_each_draw_once(toy_fit, monkeypatch):
 
     seen, real = [], napsu_sampling.PosteriorSampling._importance_diagnostics
 
-    def counting(self, draws, lik, proposal, log_ratios, probs=None):
+    def counting(self, draws, lik, proposal, log_ratios, probs):
         class Counted:
             def log_posterior_many(self, x):
                 seen.append(x.shape[0])

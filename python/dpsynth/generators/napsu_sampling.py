@@ -288,7 +288,7 @@ class PosteriorSampling:
                 "ess_bulk_min_cells": nan_extreme(min, np.atleast_1d(ess))}
 
     def _importance_diagnostics(self, draws: torch.Tensor, lik, proposal, log_ratios: torch.Tensor,
-                                probs: np.ndarray | None = None) -> dict:
+                                probs: np.ndarray) -> dict:
         """The draws (chains targeting ``proposal``, the surrogate) reweighted to
         ``lik.log_posterior`` by PSIS over at most :data:`IMPORTANCE_DRAWS` of them, thinned evenly
         by a power-of-two stride: first over every fourth one of those, then every other one, and
@@ -300,7 +300,8 @@ class PosteriorSampling:
         and reused: ``log_ratios`` (chains, draws) holds them, NaN where not yet evaluated, and is
         filled in place; a check after an extension evaluates only draws it has not seen. The ESS
         reported is the kept draws' bulk ESS times the importance efficiency,
-        ``pareto_k`` is k̂. ``probs``: as in :meth:`_cell_diagnostics`."""
+        ``pareto_k`` is k̂. ``probs``: the released cells' probabilities at every draw
+        (:class:`GrowingCellProbs`)."""
         chains, n = draws.shape[:2]
         step = 1 << max(0, math.ceil(math.log2(chains * n / IMPORTANCE_DRAWS)))
         index = torch.arange(step - 1, n, step)
@@ -317,15 +318,14 @@ class PosteriorSampling:
                     log_ratios[chain, cols[col]] = lik.log_posterior_many(points) - proposal(points)
             done = done | part
             cols = index[done]
-            cells = self._weighted(draws[:, cols], log_ratios[:, cols], None if probs is None else probs[:, cols.numpy()])
+            cells = self._weighted(draws[:, cols], log_ratios[:, cols], probs[:, cols.numpy()])
             met = cells["ess_bulk_min_cells"] >= self.ess_target and cells["pareto_k"] <= PARETO_K_MAX
             if bool(done.all()) or met:
                 return cells
 
-    def _weighted(self, kept: torch.Tensor, log_ratio: torch.Tensor, probs: np.ndarray | None = None) -> dict:
+    def _weighted(self, kept: torch.Tensor, log_ratio: torch.Tensor, probs: np.ndarray) -> dict:
         """PSIS weights of the draws ``kept`` (chains, draws, dim) from their log ratios, and the
         diagnostics of :meth:`_importance_diagnostics` (``probs``: the kept draws' cell probabilities)."""
-        probs = self._cell_probs(kept) if probs is None else probs
         ess_kept = nan_extreme(min, np.atleast_1d(ess_bulk(probs)))
         r_eff = ess_kept / log_ratio.numel() if np.isfinite(ess_kept) else 1.0
         w, khat, eff = psis_weights(log_ratio.reshape(-1).numpy(), r_eff=min(max(r_eff, 0.05), 1.0))

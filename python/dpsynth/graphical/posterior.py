@@ -384,7 +384,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
             eta = m ** -kappa
             da["log_bar"] = eta * log_step + (1 - eta) * da["log_bar"]
             step = math.exp(log_step)
-            if it >= window_start:
+            if windows and it >= window_start:  # draws of a slow window (none with adapt_metric=False)
                 window_draws.append(tmap.forward(x))
             if windows and it + 1 == windows[0]:
                 good = settled_chains(lp_x if delayed else exact(x), dim) if prune_strays \
