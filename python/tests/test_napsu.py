@@ -829,3 +829,40 @@ def test_mar_mode_completes_the_data_and_recovers_the_complete_data_mean():
         NAPSUMQ(3.0, 1e-6, queries=TOY_QUERY, mnar_shift={"x2": 1.0}).fit(df.fillna(0), TOY_SCHEMA, seed=1)
     with pytest.raises(TypeError, match="mnar_shift"):
         NAPSUMQ(3.0, 1e-6, queries=TOY_QUERY, missing="mar", mnar_shift={"x2": "a"})
+
+
+@pytest.mark.filterwarnings("ignore::dpsynth.PosteriorNotMixedWarning")  # short chains: the warm-up, not mixing
+def test_mar_default_warmup_grows_with_the_model_and_an_explicit_one_is_kept(monkeypatch):
+    """Under missing="mar" the default warm-up is long enough that its last slow window gives the
+    surrogate's linear term WINDOW_DRAWS_PER_PARAMETER draws per parameter (at most fit_draws):
+    Adult-10 (D = 421) keeps 200, the bundled Adult's 10 columns (D = 1,016) get 300; mcmc_warmup=
+    is used as given."""
+    from dpsynth.generators import napsu_sampling
+    from dpsynth.graphical.noise_aware import fit_draws
+    from dpsynth.graphical.posterior import last_window_iterations
+
+    assert napsu_sampling.mar_warmup(200, 421, 16) == 200 and napsu_sampling.mar_warmup(200, 1016, 16) == 300
+    for dim in (700, 1016, 2751):
+        w = napsu_sampling.mar_warmup(200, dim, 16)
+        need = min(fit_draws(dim), 2 * (dim + 1))
+        assert last_window_iterations(w) * 16 >= need > last_window_iterations(w - 10) * 16
+
+    seen = []
+    real_hmc = napsu_sampling.hmc
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["warmup"])
+        return real_hmc(*args, **kwargs)
+
+    monkeypatch.setattr(napsu_sampling, "hmc", recording)
+    monkeypatch.setattr(napsu_sampling, "MAX_EXTENSIONS", 0)
+    monkeypatch.setattr(napsu_sampling, "WINDOW_DRAWS_PER_PARAMETER", 40.0)  # the toy model made "wide"
+    df, _ = _mar_frame(n=1500)
+    kw = dict(queries=TOY_QUERY, missing="mar", incomplete=["x2"], mcmc_chains=2, mcmc_draws=10)
+    grown = NAPSUMQ(3.0, 1 / 1500 ** 2, **kw).fit(df, TOY_SCHEMA, seed=1)
+    dim = grown.likelihood_.dim
+    expected = napsu_sampling.mar_warmup(200, dim, 2)
+    assert expected > 200 and seen == [expected] and grown.diagnostics_["warmup"] == expected
+    seen.clear()
+    given = NAPSUMQ(3.0, 1 / 1500 ** 2, mcmc_warmup=30, **kw).fit(df, TOY_SCHEMA, seed=1)
+    assert seen == [30] and given.diagnostics_["warmup"] == 30

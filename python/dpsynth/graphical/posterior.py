@@ -245,6 +245,19 @@ def _warmup_windows(warmup: int) -> list[int]:
     return ends
 
 
+def last_window_iterations(warmup: int) -> int:
+    """Iterations of the last slow warm-up window of :func:`hmc` (whose draws give the final
+    metric, map and surrogate), for a warm-up of ``warmup`` iterations; 0 without slow windows.
+
+    >>> last_window_iterations(200), last_window_iterations(300)
+    (87, 129)
+    """
+    ends = _warmup_windows(warmup) if warmup > 0 else []
+    if not ends:
+        return 0
+    return ends[-1] - (ends[-2] if len(ends) > 1 else int(0.15 * warmup))
+
+
 def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = None, warmup: int = 300,
         draws: int = 200, target_accept: float = 0.8, path_length: float = 0.5 * math.pi, jitter: float = 0.5,
         max_leapfrog: int = 64, rng: np.random.Generator | None = None,
