@@ -200,7 +200,7 @@ class PosteriorSampling:
             return run.draws[:, self.mcmc_thin_ - 1::self.mcmc_thin_]
 
         warmup = self.mcmc_warmup_
-        if self.missing_mode_ == "mar" and getattr(self, "mcmc_warmup", None) is None:  # the default: by width
+        if self.missing_mode_ == "mar" and self.mcmc_warmup is None:  # left at its default: by width
             warmup = mar_warmup(warmup, lik.dim, self.mcmc_chains_)
 
         def adapted_run(start, cov):

@@ -245,6 +245,12 @@ def _warmup_windows(warmup: int) -> list[int]:
     return ends
 
 
+def _window_start(warmup: int) -> int:
+    """The warm-up iteration from which :func:`hmc` keeps draws for its first slow window (the first
+    fast window, for the step size alone, ends there)."""
+    return int(0.15 * warmup) if warmup > 0 else 0
+
+
 def last_window_iterations(warmup: int) -> int:
     """Iterations of the last slow warm-up window of :func:`hmc` (whose draws give the final
     metric, map and surrogate), for a warm-up of ``warmup`` iterations; 0 without slow windows.
@@ -255,7 +261,7 @@ def last_window_iterations(warmup: int) -> int:
     ends = _warmup_windows(warmup) if warmup > 0 else []
     if not ends:
         return 0
-    return ends[-1] - (ends[-2] if len(ends) > 1 else int(0.15 * warmup))
+    return ends[-1] - (ends[-2] if len(ends) > 1 else _window_start(warmup))
 
 
 def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = None, warmup: int = 300,
@@ -341,7 +347,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     second_stage = []
     n_grad = 1
     windows = _warmup_windows(warmup) if warmup > 0 and adapt_metric else []
-    window_start = int(0.15 * warmup) if warmup > 0 else 0
+    window_start = _window_start(warmup)
     window_draws = []
 
     def new_dual(step):
