@@ -439,9 +439,9 @@ def test_an_extension_after_a_run_that_accepted_too_often_retunes_its_step(toy_f
 
 
 def test_a_run_slow_to_mix_restarts_once_with_a_fresh_warmup(toy_fit, monkeypatch):
-    """After RESTART_AFTER extensions without mixing, the sampler adapts afresh once (a warm-up
-    from the chains' last draws, the metric starting from the covariance of all draws so far) and
-    keeps only the new run's draws, which later extensions continue."""
+    """After RESTART_AFTER extensions without mixing and with R̂ stalled, the sampler adapts afresh
+    once (a warm-up from the chains' last draws, the metric starting from the covariance of all
+    draws so far) and keeps only the new run's draws, which later extensions continue."""
     from dpsynth.generators import napsu_sampling
     from dpsynth.graphical.metric import shrunk_covariance
 
@@ -455,6 +455,8 @@ def test_a_run_slow_to_mix_restarts_once_with_a_fresh_warmup(toy_fit, monkeypatc
 
     monkeypatch.setattr(napsu_sampling, "hmc", recording_hmc)
     monkeypatch.setattr(napsu_sampling, "RESTART_AFTER", 2)
+    monkeypatch.setattr(napsu_sampling, "STALL_CHECKS", 1)
+    monkeypatch.setattr(napsu_sampling, "STALL_RATIO", 0.0)  # stalled whenever R̂ > 1
     monkeypatch.setattr(napsu_sampling, "RETUNE_ACCEPT", 1.0)  # extensions keep their step (no warm-up)
     df, _ = toy_fit
     with pytest.warns(dpsynth.PosteriorNotMixedWarning):
@@ -473,6 +475,38 @@ def test_a_run_slow_to_mix_restarts_once_with_a_fresh_warmup(toy_fit, monkeypatc
     step = math.ceil(napsu_sampling.EXTENSION_SHARE * 20)
     assert d["draws_per_chain"] == 20 + step * (napsu_sampling.MAX_EXTENSIONS - 3)  # the first 3 runs dropped
     assert torch.equal(calls[4]["init"], calls[3]["draws"][:, -1])
+    # every check is on the path: the first run's and 2 extensions', then the restarted run's
+    path = d["mixing_path"]
+    assert len(path) == 1 + napsu_sampling.MAX_EXTENSIONS
+    assert [p[0] for p in path[:4]] == [20, 20 + step, 20 + 2 * step, 20]
+    assert path[-1][1] == d["rhat_max_cells"]
+
+
+def test_a_run_whose_rhat_still_falls_is_not_restarted(toy_fit, monkeypatch):
+    """Past RESTART_AFTER extensions, a run is restarted only once its R̂ has stalled: with the
+    stall ratio out of reach, the same unmixed run keeps every draw."""
+    from dpsynth.generators import napsu_sampling
+
+    monkeypatch.setattr(napsu_sampling, "RESTART_AFTER", 2)
+    monkeypatch.setattr(napsu_sampling, "STALL_CHECKS", 1)
+    monkeypatch.setattr(napsu_sampling, "STALL_RATIO", 1e9)
+    monkeypatch.setattr(napsu_sampling, "MAX_EXTENSIONS", 4)
+    df, _ = toy_fit
+    with pytest.warns(dpsynth.PosteriorNotMixedWarning):
+        gen = NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, mcmc_chains=3, mcmc_warmup=30, mcmc_draws=20,
+                      rhat_target=1.0).fit(df, TOY_SCHEMA, seed=1)
+    d = gen.diagnostics_
+    assert d["restarts"] == 0 and d["extended"] == 4
+    assert d["draws_per_chain"] == 20 + 4 * math.ceil(napsu_sampling.EXTENSION_SHARE * 20)
+
+
+def test_stalled_compares_rhat_with_its_value_some_checks_before():
+    from dpsynth.generators.napsu_sampling import stalled
+
+    assert not stalled([1.3, 1.1], checks=2)                       # too few checks
+    assert stalled([1.10, 1.05, 1.095], checks=2, ratio=0.9)        # 0.095 > 0.9 · 0.10
+    assert not stalled([1.10, 1.05, 1.085], checks=2, ratio=0.9)
+    assert not stalled([float("nan"), 1.05, 1.5], checks=2, ratio=0.9)
 
 
 def test_importance_checks_evaluate_each_draw_once(toy_fit, monkeypatch):

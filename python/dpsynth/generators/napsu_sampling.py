@@ -6,7 +6,8 @@ the surrogate of the likelihood (V frozen but for each table's own block:
 :meth:`NoiseAwareLikelihood.surrogate`; chains that stray far below the others' exact log density
 in warm-up restart where the others are, ``diagnostics_["warmup_restarts"]``), extends the run
 while the released cells' split R̂ / bulk ESS miss their targets (a run still unmixed after
-:data:`RESTART_AFTER` extensions adapts afresh once, ``diagnostics_["restarts"]``), reweights the draws to the exact
+:data:`RESTART_AFTER` extensions, its R̂ stalled, adapts afresh once, ``diagnostics_["restarts"]``;
+every check's R̂ and ESS: ``diagnostics_["mixing_path"]``), reweights the draws to the exact
 posterior by Pareto-smoothed importance sampling (Vehtari et al. 2024), and hands m posterior draws
 to the sampler of synthetic rows. It reads the generator's options (``inference``, ``mcmc_*``,
 ``rhat_target``, ``ess_target``, ``on_not_mixed``) and writes ``draws_``, ``weights_`` and
@@ -52,6 +53,21 @@ MCMC_DEFAULTS_MAR = {"hmc": (16, 200, 200, 1)}
 #: extensions, seed 0); with 300 iterations (2,064 draws) 0.63 and mixed (ESS 421), the same seed
 #: and machine load (1,474 s against 1,337 s: both ran their 20 extensions and a restart)
 WINDOW_DRAWS_PER_PARAMETER = 2.0
+
+
+def stalled(rhats, checks: int | None = None, ratio: float | None = None) -> bool:
+    """Whether the R̂ of successive checks (``rhats``, the latest last) has stopped falling:
+    R̂ − 1 now above ``ratio`` (:data:`STALL_RATIO`) times its value ``checks``
+    (:data:`STALL_CHECKS`) checks before. False with too few checks or an undefined R̂.
+
+    >>> stalled([1.042, 1.036, 1.028, 1.025, 1.019]), stalled([1.014, 1.013, 1.015, 1.012, 1.013])
+    (False, True)
+    """
+    checks = STALL_CHECKS if checks is None else checks
+    ratio = STALL_RATIO if ratio is None else ratio
+    if len(rhats) <= checks or not (np.isfinite(rhats[-1]) and np.isfinite(rhats[-1 - checks])):
+        return False
+    return rhats[-1] - 1.0 > ratio * (rhats[-1 - checks] - 1.0)
 
 
 def mar_warmup(warmup: int, dim: int, chains: int) -> int:
@@ -106,14 +122,22 @@ MODE_TOL = {"hmc": 1.0, "hmc-da": 1.0}
 #: (30,552) with the warm-up's metric kept; seeds 13 and 14 passed after the same 800 draws either
 #: way, with bulk ESS 1,782 / 1,051 against 1,425 / 786
 METRIC_DRAWS = 6400
-#: a run that has not mixed after this many extensions starts again once: a fresh warm-up (step
-#: size, metric windows, coordinate map and surrogate) from where its chains are, the metric
-#: starting from all draws so far, which are then dropped. A run's speed of mixing depends on
-#: its adaptation: Adult-10 with 20 % MAR, seed 11 (commit 718cbdf) had not mixed after 2,400
-#: draws per chain (R̂ 1.0128, bulk ESS 908: ~40 draws per effective draw where a fit typically
-#: needs 6–10), where the code before mixed after 600; the same path with the restart mixed 600
-#: draws after it (R̂ 1.0088, 46,751 gradients in all against 52,407). None: never restart
+#: a run that has not mixed after this many extensions, and whose R̂ has stalled (:func:`stalled`),
+#: starts again once: a fresh warm-up (step size, metric windows, coordinate map and surrogate)
+#: from where its chains are, the metric starting from all draws so far, which are then dropped.
+#: A run's speed of mixing depends on its adaptation: Adult-10 with 20 % MAR, seed 11 (commit
+#: 718cbdf) had not mixed after 2,400 draws per chain (R̂ 1.0128, bulk ESS 908: ~40 draws per
+#: effective draw where a fit typically needs 6–10), where the code before mixed after 600; the
+#: same path with the restart mixed 600 draws after it. A run whose R̂ still falls is not
+#: restarted: restarting after 8 extensions regardless dropped 1,000 draws of two runs that were
+#: mixing slowly but steadily, Adult-10 with 20 % MAR seed 3 (R̂ − 1 0.042 → 0.019 over the last
+#: four checks; without a restart mixed after 1,400 draws, 14,863 gradients against 25,275) and the
+#: bundled Adult's first 10 columns, seed 0 (40,154 gradients against 72,126). None: never restart
 RESTART_AFTER = 8
+#: R̂ has stalled when R̂ − 1 of the latest check is above STALL_RATIO times its value STALL_CHECKS
+#: checks before (a run mixing at a steady rate has R̂ − 1 falling roughly as 1/√draws: from 600 to
+#: 1,000 draws per chain by about 23 %)
+STALL_CHECKS, STALL_RATIO = 4, 0.9
 #: what the dense metric's estimates (each slow warm-up window's, each extension's) are shrunk
 #: towards on the correlation scale: ``"laplace"``, the correlations of F⁻¹ at the mode (the Fisher
 #: information the chains start from; :func:`dpsynth.graphical.metric.shrunk_covariance`), or
@@ -225,6 +249,9 @@ class PosteriorSampling:
             log_ratios = grown
             return self._importance_diagnostics(draws, lik, guide, log_ratios, probs(draws))
 
+        def checkpoint(draws, cells):
+            return (int(draws.shape[1]), cells.get("rhat_max_cells", math.nan), cells.get("ess_bulk_min_cells", math.nan))
+
         def diagnose(draws):
             # the exact evaluations behind the importance weights (most of a fit's cost beside the
             # chains) only when the chains' R̂ already meets its target
@@ -234,14 +261,17 @@ class PosteriorSampling:
             return cells
 
         cells = diagnose(draws)
+        path = [checkpoint(draws, cells)]  # (draws per chain, R̂, ESS) at every check
         extended = restarts = 0
         share = EXTENSION_SHARE_MAR if self.missing_mode_ == "mar" else EXTENSION_SHARE
         while not self._mixed(cells) and extended < MAX_EXTENSIONS:
             # the metric from every draw so far: warm-up's last window saw fewer, less mixed draws
             flat = draws.reshape(-1, lik.dim)
             flat = flat[::math.ceil(flat.shape[0] / METRIC_DRAWS)]
-            if RESTART_AFTER is not None and extended == RESTART_AFTER and not restarts:
-                # slow to mix after RESTART_AFTER extensions: adapt afresh, keep only the new run's draws
+            if RESTART_AFTER is not None and extended >= RESTART_AFTER and not restarts and \
+                    stalled([rhat for _, rhat, _ in path]):
+                # slow to mix after RESTART_AFTER extensions and no longer improving: adapt afresh,
+                # keep only the new run's draws
                 # (the restart counts as one of the MAX_EXTENSIONS)
                 res, draws, guide = adapted_run(draws[:, -1], metric_of(flat))
                 last = res
@@ -250,6 +280,7 @@ class PosteriorSampling:
                 seconds, n_grad, extended = seconds + res.seconds, n_grad + res.gradient_evaluations, extended + 1
                 restarts += 1
                 cells = diagnose(draws)
+                path.append(checkpoint(draws, cells))
                 continue
             tmap = fit_map(flat) if fit_map is not None else res.transform
             metric = metric_of(tmap.inverse(flat))
@@ -262,6 +293,7 @@ class PosteriorSampling:
             draws = torch.cat([draws, thinned(more)], dim=1)
             seconds, n_grad, extended = seconds + more.seconds, n_grad + more.gradient_evaluations, extended + 1
             cells = diagnose(draws)
+            path.append(checkpoint(draws, cells))
         if not delayed and cells and "weights" not in cells:  # the chains target the surrogate: reweight
             cells.update(reweight(draws))
         self.weights_ = cells.pop("weights", None)
@@ -276,7 +308,7 @@ class PosteriorSampling:
                                   "gradient_evaluations": n_grad, "mcmc_seconds": seconds,
                                   "chains": int(draws.shape[0]), "draws_per_chain": int(draws.shape[1]),
                                   "warmup": warmup,
-                                  "extended": extended, "restarts": restarts, **cells})
+                                  "extended": extended, "restarts": restarts, "mixing_path": path, **cells})
         self._report_mixing(cells)
 
     def _keep_draws(self, res):
