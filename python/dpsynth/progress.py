@@ -24,3 +24,15 @@ def progress(iterable, desc: str = "", total: int | None = None):
     from tqdm.auto import tqdm
 
     return tqdm(iterable, desc=desc, total=total, leave=False)
+
+
+def note(message: str) -> None:
+    """One line on stderr when progress bars are enabled (a long step's milestones, e.g. each
+    convergence check of NAPSU-MQ's sampler), else nothing.
+
+    >>> note("not shown: progress is off")
+    """
+    if _ENABLED:
+        import sys
+
+        print(message, file=sys.stderr, flush=True)

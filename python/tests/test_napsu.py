@@ -500,6 +500,28 @@ def test_a_run_whose_rhat_still_falls_is_not_restarted(toy_fit, monkeypatch):
     assert d["draws_per_chain"] == 20 + 4 * math.ceil(napsu_sampling.EXTENSION_SHARE * 20)
 
 
+def test_the_sampler_reports_each_check_when_progress_is_on(toy_fit, monkeypatch, capsys):
+    """With progress on, a line on stderr per convergence check (a wide fit runs for many minutes),
+    matching diagnostics_["mixing_path"]; nothing with progress off."""
+    import dpsynth.progress
+    from dpsynth.generators import napsu_sampling
+
+    monkeypatch.setattr(napsu_sampling, "MAX_EXTENSIONS", 2)
+    df, _ = toy_fit
+    for on in (False, True):
+        monkeypatch.setattr(dpsynth.progress, "_ENABLED", on)
+        with pytest.warns(dpsynth.PosteriorNotMixedWarning):
+            gen = NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, mcmc_chains=3, mcmc_warmup=30, mcmc_draws=20,
+                          rhat_target=1.0).fit(df, TOY_SCHEMA, seed=1)
+        lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("NAPSU-MQ sampler")]
+        if not on:
+            assert lines == []
+            continue
+        assert len(lines) == 1 + len(gen.diagnostics_["mixing_path"]) == 4
+        assert "3 chains" in lines[0] and "30 warm-up" in lines[0]
+        assert [f"{p[0]} draws per chain" in ln for p, ln in zip(gen.diagnostics_["mixing_path"], lines[1:])] == [True] * 3
+
+
 def test_stalled_compares_rhat_with_its_value_some_checks_before():
     from dpsynth.generators.napsu_sampling import stalled
 

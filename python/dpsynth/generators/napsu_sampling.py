@@ -26,6 +26,7 @@ from ..graphical.noise_aware import fit_draws
 from ..graphical.posterior import (PosteriorNotMixedWarning, ess_bulk, hmc, last_window_iterations, psis_weights,
                                    rhat_and_ess)
 from ..graphical.transport import fit_marginal_map
+from ..progress import note
 
 DTYPE = torch.float64
 #: chains, warm-up iterations, kept draws per chain, thinning, for complete data (and missing
@@ -236,6 +237,8 @@ class PosteriorSampling:
             kept = thinned(run)
             return run, kept, run.target if not delayed else lik.surrogate(kept.reshape(-1, lik.dim).mean(0))
 
+        note(f"NAPSU-MQ sampler: {self.mcmc_chains_} chains, {lik.dim} parameters, {warmup} warm-up iterations, "
+             f"then {self.mcmc_draws_} draws per chain and more until R-hat and ESS meet their targets")
         res, draws, guide = adapted_run(init, cov0)
         seconds, n_grad = res.seconds, res.gradient_evaluations
         last, retuned = res, 0  # the latest run: its step size and acceptance rate
@@ -250,7 +253,10 @@ class PosteriorSampling:
             return self._importance_diagnostics(draws, lik, guide, log_ratios, probs(draws))
 
         def checkpoint(draws, cells):
-            return (int(draws.shape[1]), cells.get("rhat_max_cells", math.nan), cells.get("ess_bulk_min_cells", math.nan))
+            point = (int(draws.shape[1]), cells.get("rhat_max_cells", math.nan), cells.get("ess_bulk_min_cells", math.nan))
+            note(f"NAPSU-MQ sampler: {point[0]} draws per chain, R-hat {point[1]:.4f} (target <= {self.rhat_target}), "
+                 f"ESS {point[2]:.0f} (target >= {self.ess_target:.0f}), {n_grad} gradients, {seconds:.0f} s")
+            return point
 
         def diagnose(draws):
             # the exact evaluations behind the importance weights (most of a fit's cost beside the
