@@ -41,7 +41,7 @@ def __getattr__(name):
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     if name in ("privacy", "missing", "metrics", "inference", "report", "generators", "marginals",
-                "analyses"):
+                "analyses", "progress"):
         return importlib.import_module(f"dpsynth.{name}")
     raise AttributeError(f"module 'dpsynth' has no attribute {name!r}")
 

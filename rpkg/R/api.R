@@ -126,3 +126,12 @@ print.summary.dpsynth_synds <- function(x, ...) {
   }
   invisible(x)
 }
+
+# dp_progress(): documented in man/dp_progress.Rd
+dp_progress <- function(on = TRUE) {
+  if (!is.logical(on) || length(on) != 1L || is.na(on)) {
+    stop("`on` must be TRUE or FALSE", call. = FALSE)
+  }
+  dp_py()$progress$enable(on)
+  invisible(on)
+}

@@ -105,3 +105,14 @@ test_that("dp_diagnostics reports the noise-aware sampler's R-hat and ESS", {
   expect_identical(nrow(dp_diagnostics(plain)), 0L)
   expect_error(dp_diagnostics(list()), "dpsynth_synds")
 })
+
+test_that("dp_progress turns the engine's progress reports on and off", {
+  skip_if_no_engine()
+  on.exit(dp_progress(FALSE))
+  expect_true(withVisible(dp_progress(TRUE))$value)
+  expect_true(reticulate::py_to_r(dp_py()$progress$`_ENABLED`))
+  dp_progress(FALSE)
+  expect_false(reticulate::py_to_r(dp_py()$progress$`_ENABLED`))
+  expect_error(dp_progress(NA), "TRUE or FALSE")
+  expect_error(dp_progress("yes"), "TRUE or FALSE")
+})
