@@ -633,6 +633,33 @@ def test_hmc_restarts_a_stray_chain_in_warmup():
     assert float(kept.draws[0].mean()) > 30  # the stray chain never left the far mode
 
 
+def _wall(x: torch.Tensor) -> torch.Tensor:
+    """A standard normal with a wall beyond x₀ = 3: a gradient ~1e8 there, so that no step an
+    adapted sampler takes leaves it (every trajectory from inside the wall diverges)."""
+    return -0.5 * (x ** 2).sum(-1) - 1e8 * torch.relu(x[..., 0] - 3.0) ** 2
+
+
+def test_hmc_restarts_a_stuck_chain_in_warmup():
+    # one chain starts inside the wall, where its density is not far below the others' (so it is no
+    # stray by log density: 1e8 · 0.0001² = 1 nat) but no proposal is ever accepted: without the
+    # check it never moves; with it, it restarts where a moving chain is at the first slow window
+    init = torch.zeros(8, 3, dtype=torch.float64)
+    init[0, 0] = 3.0001
+    pruned = hmc(_wall, init, warmup=100, draws=100, rng=np.random.default_rng(0))
+    kept = hmc(_wall, init, warmup=100, draws=100, rng=np.random.default_rng(0), prune_strays=False)
+    assert pruned.strays >= 1 and kept.strays == 0
+    assert float(kept.draws[0].std(0).max()) == 0.0          # stuck for good
+    assert float(pruned.draws[0].std(0).min()) > 0.1 and float(pruned.draws[:, :, 0].max()) < 3.001
+
+
+def test_moving_chains_keeps_all_when_most_would_go():
+    from dpsynth.graphical.posterior import STUCK_ACCEPT, moving_chains
+
+    share = torch.tensor([0.8, 0.7, STUCK_ACCEPT / 2, 0.9], dtype=torch.float64)
+    assert moving_chains(share).tolist() == [True, True, False, True]
+    assert moving_chains(torch.tensor([0.8, 0.0, 0.0, 0.0], dtype=torch.float64)).all()
+
+
 def test_settled_chains_keeps_all_when_most_would_go():
     from dpsynth.graphical.posterior import settled_chains
 
