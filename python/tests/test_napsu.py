@@ -529,6 +529,7 @@ def test_stalled_compares_rhat_with_its_value_some_checks_before():
     assert stalled([1.10, 1.05, 1.095], checks=2, ratio=0.9)        # 0.095 > 0.9 · 0.10
     assert not stalled([1.10, 1.05, 1.085], checks=2, ratio=0.9)
     assert not stalled([float("nan"), 1.05, 1.5], checks=2, ratio=0.9)
+    assert not stalled([1.10, 1.05, 1.095], checks=2, ratio=0.9, floor=1.1)  # not far enough from the target
 
 
 def test_importance_checks_evaluate_each_draw_once(toy_fit, monkeypatch):

@@ -56,19 +56,22 @@ MCMC_DEFAULTS_MAR = {"hmc": (16, 200, 200, 1)}
 WINDOW_DRAWS_PER_PARAMETER = 2.0
 
 
-def stalled(rhats, checks: int | None = None, ratio: float | None = None) -> bool:
-    """Whether the R̂ of successive checks (``rhats``, the latest last) has stopped falling:
-    R̂ − 1 now above ``ratio`` (:data:`STALL_RATIO`) times its value ``checks``
-    (:data:`STALL_CHECKS`) checks before. False with too few checks or an undefined R̂.
+def stalled(rhats, checks: int | None = None, ratio: float | None = None, floor: float = 1.0) -> bool:
+    """Whether the R̂ of successive checks (``rhats``, the latest last) has stopped falling well
+    short of its target: R̂ − 1 now above ``ratio`` (:data:`STALL_RATIO`) times its value
+    ``checks`` (:data:`STALL_CHECKS`) checks before, and R̂ above ``floor``. False with too few
+    checks or an undefined R̂.
 
-    >>> stalled([1.042, 1.036, 1.028, 1.025, 1.019]), stalled([1.014, 1.013, 1.015, 1.012, 1.013])
+    >>> stalled([1.042, 1.036, 1.028, 1.025, 1.019]), stalled([1.34, 1.34, 1.35, 1.35, 1.35])
     (False, True)
+    >>> stalled([1.0108, 1.0102, 1.0101, 1.0101, 1.0101], floor=1.02)  # just short of 1.01
+    False
     """
     checks = STALL_CHECKS if checks is None else checks
     ratio = STALL_RATIO if ratio is None else ratio
     if len(rhats) <= checks or not (np.isfinite(rhats[-1]) and np.isfinite(rhats[-1 - checks])):
         return False
-    return rhats[-1] - 1.0 > ratio * (rhats[-1 - checks] - 1.0)
+    return rhats[-1] > floor and rhats[-1] - 1.0 > ratio * (rhats[-1 - checks] - 1.0)
 
 
 def mar_warmup(warmup: int, dim: int, chains: int) -> int:
@@ -141,8 +144,10 @@ METRIC_DRAWS = 6400
 RESTART_AFTER = 4
 #: R̂ has stalled when R̂ − 1 of the latest check is above STALL_RATIO times its value STALL_CHECKS
 #: checks before (a run mixing at a steady rate has R̂ − 1 falling roughly as 1/√draws: from 600 to
-#: 1,000 draws per chain by about 23 %)
-STALL_CHECKS, STALL_RATIO = 4, 0.9
+#: 1,000 draws per chain by about 23 %) while R̂ − 1 is still above STALL_ABOVE times the target's
+#: margin (rhat_target − 1): near its target R̂ hovers (the bundled 10 columns, seed 1: 1.0102,
+#: 1.0101, 1.0101 after 900–1,100 draws, mixed at 1,200), which is no reason to start again
+STALL_CHECKS, STALL_RATIO, STALL_ABOVE = 4, 0.9, 2.0
 #: what the dense metric's estimates (each slow warm-up window's, each extension's) are shrunk
 #: towards on the correlation scale: ``"laplace"``, the correlations of F⁻¹ at the mode (the Fisher
 #: information the chains start from; :func:`dpsynth.graphical.metric.shrunk_covariance`), or
@@ -279,7 +284,7 @@ class PosteriorSampling:
             flat = draws.reshape(-1, lik.dim)
             flat = flat[::math.ceil(flat.shape[0] / METRIC_DRAWS)]
             if RESTART_AFTER is not None and extended >= RESTART_AFTER and not restarts and \
-                    stalled([rhat for _, rhat, _ in path]):
+                    stalled([rhat for _, rhat, _ in path], floor=1.0 + STALL_ABOVE * (self.rhat_target - 1.0)):
                 # slow to mix after RESTART_AFTER extensions and no longer improving: adapt afresh,
                 # keep only the new run's draws
                 # (the restart counts as one of the MAX_EXTENSIONS)
