@@ -653,7 +653,7 @@ def test_hmc_restarts_a_stuck_chain_in_warmup():
 
 
 def test_moving_chains_keeps_all_when_most_would_go():
-    from dpsynth.graphical.posterior import STUCK_ACCEPT, moving_chains
+    from dpsynth.graphical.mixing import STUCK_ACCEPT, moving_chains
 
     share = torch.tensor([0.8, 0.7, STUCK_ACCEPT / 2, 0.9], dtype=torch.float64)
     assert moving_chains(share).tolist() == [True, True, False, True]
@@ -661,7 +661,7 @@ def test_moving_chains_keeps_all_when_most_would_go():
 
 
 def test_settled_chains_keeps_all_when_most_would_go():
-    from dpsynth.graphical.posterior import settled_chains
+    from dpsynth.graphical.mixing import settled_chains
 
     lp = torch.tensor([0.0, -1.0, -2.0, -500.0], dtype=torch.float64)
     assert settled_chains(lp, 10).tolist() == [True, True, True, False]

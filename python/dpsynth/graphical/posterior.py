@@ -37,6 +37,7 @@ import torch
 
 from .metric import shrunk_covariance
 from .mixing import ess_bulk, rhat_and_ess, split_rhat  # noqa: F401  (the diagnostics' home; re-exported)
+from .mixing import moving_chains, settled_chains
 from .transport import MarginalMap
 
 DTYPE = torch.float64
@@ -303,7 +304,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     their window's draws are left out of the metric (and the surrogate's fit): one chain caught in a
     region where the surrogate is high but the posterior is not would otherwise distort the metric
     and collapse the step size of every chain. So do chains that are stuck (:func:`moving_chains`:
-    fewer than :data:`STUCK_ACCEPT` of the window's proposals accepted, e.g. a chain where the
+    fewer than ``mixing.STUCK_ACCEPT`` of the window's proposals accepted, e.g. a chain where the
     curvature is far above the step size's reach, whose every trajectory diverges), at the end of
     each slow window and once more at the end of warm-up. Warm-up only, so the kept draws remain a
     valid Markov chain; the result counts the restarts (``strays``).
@@ -470,39 +471,6 @@ def _mapped(log_prob, tmap, z):
     """The density in the chains' coordinates z: log p(x(z)) + log |dx/dz|."""
     x, log_jac = tmap.forward_and_log_jacobian(z)
     return log_prob(x) + log_jac
-
-
-#: a chain whose exact log density lies more than this many standard deviations of a Gaussian
-#: target's log density (√(dim/2)) below the chains' median at the end of a warm-up window has
-#: strayed (e.g. into a region where a surrogate is high and the exact density is not)
-STRAY_SD = 5.0
-
-
-#: a chain that accepted fewer than this share of a warm-up window's proposals is stuck
-STUCK_ACCEPT = 0.05
-
-
-def moving_chains(accept_share: torch.Tensor) -> torch.Tensor:
-    """Mask of the chains that accepted at least :data:`STUCK_ACCEPT` of their proposals
-    (``accept_share``, one per chain); all of them when fewer than half would remain. The bundled
-    Adult's 15 columns (D = 2,752, seed 0): two of 16 chains ended warm-up at θ ≈ −4.3 on a cell
-    where the others were at −10 ± 0.5, the log density's gradient there ~1,200 in the metric's
-    units against a step of 0.03: every trajectory diverged, the two never moved, and the released
-    cells' R̂ stayed at 1.40 over the first 500 draws per chain.
-
-    >>> moving_chains(torch.tensor([0.8, 0.0, 0.7, 0.04])).tolist()
-    [True, False, True, False]
-    """
-    good = accept_share >= STUCK_ACCEPT
-    return good if 2 * int(good.sum()) >= accept_share.numel() else torch.ones_like(good)
-
-
-def settled_chains(log_density: torch.Tensor, dim: int) -> torch.Tensor:
-    """Mask of the chains that have not strayed (:data:`STRAY_SD`); all of them when fewer than
-    half would remain."""
-    lp = torch.where(torch.isfinite(log_density), log_density, torch.full_like(log_density, -math.inf))
-    good = lp >= lp.median() - STRAY_SD * math.sqrt(dim / 2)
-    return good if 2 * int(good.sum()) >= lp.numel() else torch.ones_like(good)
 
 
 #: fewer draws than this leave too few in the tail to fit its Pareto shape
