@@ -9,6 +9,8 @@ The command line turns them on (``--quiet`` keeps them off); from Python call
 """
 from __future__ import annotations
 
+import sys
+
 _ENABLED = False
 
 
@@ -33,6 +35,4 @@ def note(message: str) -> None:
     >>> note("not shown: progress is off")
     """
     if _ENABLED:
-        import sys
-
         print(message, file=sys.stderr, flush=True)

@@ -153,10 +153,20 @@ def _tau(z: np.ndarray) -> np.ndarray:
 #: target's log density (√(dim/2)) below the chains' median at the end of a warm-up window has
 #: strayed (e.g. into a region where a surrogate is high and the exact density is not)
 STRAY_SD = 5.0
-
-
 #: a chain that accepted fewer than this share of a warm-up window's proposals is stuck
 STUCK_ACCEPT = 0.05
+
+
+def _majority_or_all(good: torch.Tensor) -> torch.Tensor:
+    """``good``, or every chain when fewer than half are good (no basis then to single any out)."""
+    return good if 2 * int(good.sum()) >= good.numel() else torch.ones_like(good)
+
+
+def settled_chains(log_density: torch.Tensor, dim: int) -> torch.Tensor:
+    """Mask of the chains that have not strayed (:data:`STRAY_SD`); all of them when fewer than
+    half would remain."""
+    lp = torch.where(torch.isfinite(log_density), log_density, torch.full_like(log_density, -math.inf))
+    return _majority_or_all(lp >= lp.median() - STRAY_SD * math.sqrt(dim / 2))
 
 
 def moving_chains(accept_share: torch.Tensor) -> torch.Tensor:
@@ -170,13 +180,4 @@ def moving_chains(accept_share: torch.Tensor) -> torch.Tensor:
     >>> moving_chains(torch.tensor([0.8, 0.0, 0.7, 0.04])).tolist()
     [True, False, True, False]
     """
-    good = accept_share >= STUCK_ACCEPT
-    return good if 2 * int(good.sum()) >= accept_share.numel() else torch.ones_like(good)
-
-
-def settled_chains(log_density: torch.Tensor, dim: int) -> torch.Tensor:
-    """Mask of the chains that have not strayed (:data:`STRAY_SD`); all of them when fewer than
-    half would remain."""
-    lp = torch.where(torch.isfinite(log_density), log_density, torch.full_like(log_density, -math.inf))
-    good = lp >= lp.median() - STRAY_SD * math.sqrt(dim / 2)
-    return good if 2 * int(good.sum()) >= lp.numel() else torch.ones_like(good)
+    return _majority_or_all(accept_share >= STUCK_ACCEPT)
