@@ -787,6 +787,59 @@ def test_junction_tree_is_rooted_at_a_centre_and_the_level_pass_survives_underfl
     assert bool(torch.isfinite(g).all())
 
 
+@pytest.mark.parametrize("scale", [1.5, 300.0])
+def test_level_pass_backward_by_hand_is_autograds_to_second_order(scale):
+    """The level pass's hand-written backward (:func:`dpsynth.graphical.level_pass.level_backward`)
+    gives autograd's gradient of the same forward, also where separator sums hit their floor
+    (scale 300: most cells underflow), and a graph of it (create_graph) gives autograd's second
+    derivatives."""
+    from dpsynth.graphical.icin import IcinModel
+    from dpsynth.graphical.level_pass import level_forward, level_pass
+
+    dom = Domain(["a", "b", "c", "d", "e", "f", "g"], [3, 2, 4, 3, 2, 3, 2])
+    model = IcinModel(dom, [("a", "b"), ("b", "c"), ("b", "d"), ("d", "e"), ("c", "f"), ("g",)],
+                      incomplete=["c", "e"], shift={"c": 0.4})
+    levels = model._level_plan()["levels"]
+    assert len(levels) >= 3
+    rng = np.random.default_rng(4)
+    theta = torch.as_tensor(rng.normal(0, scale, (5, model.D))).requires_grad_(True)
+    weight = torch.as_tensor(rng.normal(size=(len(model._level_plan()["order"]), 5)))
+
+    def loss(pass_, t):
+        log_z, belief = pass_(model.lifted_potentials(t))
+        return (log_z * torch.arange(1.0, 6.0, dtype=torch.float64)).sum() + (weight * belief).sum() \
+            + torch.log(belief + 1e-3).sum()
+
+    by_hand = lambda flat: level_pass(levels, flat)
+    by_autograd = lambda flat: level_forward(levels, flat, differentiable=True)[:2]
+    g, = torch.autograd.grad(loss(by_hand, theta), theta)
+    g_ref, = torch.autograd.grad(loss(by_autograd, theta), theta)
+    assert bool(torch.isfinite(g).all())
+    torch.testing.assert_close(g, g_ref, rtol=1e-12, atol=1e-12)
+    if scale < 10:
+        t0 = theta[0].detach()
+        hess = torch.autograd.functional.hessian(lambda t: loss(by_hand, t.expand(5, -1)), t0)
+        hess_ref = torch.autograd.functional.hessian(lambda t: loss(by_autograd, t.expand(5, -1)), t0)
+        torch.testing.assert_close(hess, hess_ref, rtol=1e-10, atol=1e-10)
+
+
+def test_sparse_map_with_one_entry_per_row_is_a_gather():
+    """A map with exactly one 1 in every row (a lift onto clique cells) is applied as a gather,
+    with the same values and gradients as the dense product; a map without it is not."""
+    from dpsynth.graphical.sparse_map import SparseMap
+
+    rng = np.random.default_rng(5)
+    cols = torch.as_tensor(rng.integers(0, 4, 9))
+    rows = torch.as_tensor(rng.permutation(9))
+    m = SparseMap(rows, cols, (9, 4))
+    assert m.gather is not None and m.T.gather is None
+    dense = torch.zeros((9, 4), dtype=torch.float64).index_put_((rows, cols), torch.ones(9, dtype=torch.float64))
+    x = torch.as_tensor(rng.normal(size=(4, 3))).requires_grad_(True)
+    torch.testing.assert_close(m(x), dense @ x, rtol=0, atol=0)
+    g, = torch.autograd.grad((m(x) ** 2).sum(), x)
+    torch.testing.assert_close(g, 2 * dense.T @ (dense @ x), rtol=0, atol=1e-12)
+
+
 def test_sparse_map_is_the_dense_product_and_differentiable_twice():
     """A @ x for a 0/1 matrix given by its ones (a pair listed twice counts twice), with gradients
     of first and second order equal to the dense product's."""
