@@ -926,6 +926,42 @@ def test_expanded_v_surrogate_is_closer_to_the_exact_posterior_than_frozen_v(mon
     assert bool(torch.isfinite(quadratic).all()) and bool((quadratic <= -half_log_det + 1e-9).all())
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_expanded_v_gradient_by_hand_is_autograds(monkeypatch, dtype):
+    """The expanded-V surrogate (:class:`dpsynth.graphical.expanded_v.ExpandedV`) has the values of
+    its autograd reference and its gradient (by hand) agrees with autograd's: to rounding with its
+    fixed products in float64, to the products' rounding in float32 (the default); a graph of the
+    backward gives autograd's second derivatives; no-grad calls take batches of any shape."""
+    from dpsynth.graphical import noise_aware
+    from dpsynth.graphical.icin import IcinModel
+    from dpsynth.graphical.noise_aware import NoiseAwareLikelihood
+
+    monkeypatch.setattr(noise_aware, "PRODUCT_DTYPE", dtype)
+    rng = np.random.default_rng(9)
+    dom = Domain(["a", "b", "c", "d"], [3, 4, 3, 2])
+    model = IcinModel(dom, [("a", "b"), ("b", "c"), ("c", "d")], [("a", "b"), ("b", "c"), ("c", "d"), ("a",)],
+                      incomplete=["a", "c"])
+    lik = NoiseAwareLikelihood(model, _noisy_tables(model, rng, scale=60.0), [1.0] * 4, [0] * 4, 2.5)
+    x_ref = torch.as_tensor(rng.normal(0, 0.3, lik.dim))
+    expanded = lik._expanded_v(x_ref)
+    density = expanded.density
+    x = (x_ref + torch.as_tensor(rng.normal(0, 0.3, (6, lik.dim)))).requires_grad_(True)
+    f, f_ref = density(x), density.reference(x)
+    torch.testing.assert_close(f, f_ref, rtol=0, atol=0)
+    weight = torch.as_tensor(rng.normal(size=6))
+    (g,) = torch.autograd.grad((weight * f).sum(), x)
+    (g_ref,) = torch.autograd.grad((weight * f_ref).sum(), x)
+    # the forward difference along u divides rounding by its step (~1e-5): agreement relative to the largest entry
+    tol = 1e-9 if dtype == torch.float64 else 1e-4
+    torch.testing.assert_close(g, g_ref, rtol=0, atol=tol * float(g_ref.abs().max()))
+    x0 = x[0].detach()
+    hess = torch.autograd.functional.hessian(lambda v: density(v[None])[0], x0)
+    hess_ref = torch.autograd.functional.hessian(lambda v: density.reference(v[None])[0], x0)
+    torch.testing.assert_close(hess, hess_ref, rtol=1e-9, atol=1e-9)
+    with torch.no_grad():
+        torch.testing.assert_close(density(x.detach().reshape(2, 3, -1)), f_ref.detach().reshape(2, 3))
+
+
 def test_tree_lu_factor_survives_set_num_threads():
     """After torch.set_num_threads(2) (users and the torch generators call it) this machine's torch /
     MKL factorises batches of matrices above ~128 × 128 wrongly, with invalid pivots or, silently,

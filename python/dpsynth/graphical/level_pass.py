@@ -87,8 +87,9 @@ def _floored_ratio(grad: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     return torch.where(value >= TINY, grad / value.clamp_min(TINY), torch.zeros_like(grad))
 
 
-def level_backward(levels: list[dict], saved, grad_log_z: torch.Tensor, grad_belief: torch.Tensor) -> torch.Tensor:
-    """∂L/∂flat from ∂L/∂log Z (B,) and ∂L/∂beliefs (cells, B) (module docstring)."""
+def level_backward(levels: list[dict], saved, grad_log_z: torch.Tensor | None, grad_belief: torch.Tensor) -> torch.Tensor:
+    """∂L/∂flat from ∂L/∂log Z (B,; None: zero) and ∂L/∂beliefs (cells, B) (module docstring);
+    ``saved``: the third value :func:`level_forward` returned."""
     belief, tilted, sums, onto = saved
     g_bel = list(torch.split(grad_belief, [lv["size"] for lv in levels], dim=0))
     g_below, g_up = [None] * len(levels), [None] * len(levels)
@@ -99,7 +100,7 @@ def level_backward(levels: list[dict], saved, grad_log_z: torch.Tensor, grad_bel
         g_up[d] = -r
         g_bel[d - 1] = g_bel[d - 1] + levels[d - 1]["add_up"].mm(_floored_ratio(r, onto[d]))
     g_t = g_bel[0] * belief[0]
-    g_below[0] = g_t + (grad_log_z - g_t.sum(0)) * belief[0]
+    g_below[0] = g_t + ((0.0 if grad_log_z is None else grad_log_z) - g_t.sum(0)) * belief[0]
     for d in range(len(levels)):
         if d > 0:
             g_below[d] = g_below[d] + tilted[d] * levels[d]["to_sep"].T.mm(_floored_ratio(g_up[d], sums[d]))

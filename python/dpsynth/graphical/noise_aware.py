@@ -53,6 +53,7 @@ import math
 import numpy as np
 import torch
 
+from .expanded_v import ExpandedV, fixed_product
 from .gaussian_tree import GaussianTree
 from .maxent import MaxEntModel
 from .starting_point import NEWTON_MAX_D, StartingPoint
@@ -114,12 +115,6 @@ PRODUCT_DTYPE = torch.float32
 #: all 2,064 and 0.78 with the whitened, cross-validated ridge; importance efficiency 0.02 → 0.48
 SURROGATE_FIT_DRAWS, MAX_FIT_DRAWS, MIN_FIT_DRAWS = 1024, 2048, 100
 RIDGE_ALPHAS = tuple(10.0 ** k for k in range(-1, 5))  # penalties tried, on whitened x
-
-
-def fixed_product(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
-    """x @ ``matrix`` (a fixed matrix already cast to :data:`PRODUCT_DTYPE`) in the matrix's
-    precision, the result back in float64."""
-    return (x.to(matrix.dtype) @ matrix).to(DTYPE)
 
 
 def fit_draws(dim: int) -> int:
@@ -349,7 +344,8 @@ class NoiseAwareLikelihood(StartingPoint):
         term (Adult-10, 20 % MCAR, seed 1) / on 1,500 draws around the mode (the bundled Adult's
         first 10 columns with their NAs, D = 1,016): 0.965 / 0.967; the Taylor series in ΔV about 0
         to second order 0.956 / 0.0007 (a heavy tail where ΔV is large), to first order 0.754 /
-        0.71; V frozen but for each table's own block (:meth:`_frozen_v`) 0.30 / 0.0007."""
+        0.71; V frozen but for each table's own block (:meth:`_frozen_v`) 0.30 / 0.0007. Evaluated by
+        :class:`dpsynth.graphical.expanded_v.ExpandedV` (one autograd node, its gradient by hand)."""
         d = self.D
         with torch.no_grad():
             _, mu0, cov0, n0, chol0 = self._terms(x_ref)
@@ -358,23 +354,14 @@ class NoiseAwareLikelihood(StartingPoint):
             w0 = v0_inv[:d, :d].contiguous()
             # u = V₀⁻¹r and Σ₀u_D (n₀Σ_D(θ₀) u_D) from one product with r
             u_and_sigma0 = torch.cat([v0_inv, v0_inv[:, :d] @ (n0[0] * cov0[:d, :d])], dim=1)
-            w0_p, u_and_sigma0_p = w0.to(PRODUCT_DTYPE), u_and_sigma0.to(PRODUCT_DTYPE)
             u0 = ((self.y - n0 * mu0) @ v0_inv)[:d]
             step = FD_STEP / max(float(u0.norm()), 1e-3)  # h |u| ≈ FD_STEP near x_ref
-        log_det = float(torch.log(torch.diagonal(chol0)).sum())
+        density = ExpandedV(self.model, self.y, self.n0, self.scale, step, u_and_sigma0.to(PRODUCT_DTYPE),
+                            w0.to(PRODUCT_DTYPE), float(torch.log(torch.diagonal(chol0)).sum()))
 
         def expanded(x: torch.Tensor) -> torch.Tensor:
-            theta = x[..., :d]
-            n = self.counts(x)[..., :1]
-            flat = self.model.lifted_potentials(theta)  # shared by the two passes
-            mu = self.model.canonical_means(theta, flat)
-            r = self.y - n * torch.cat([mu, torch.ones_like(mu[..., :1])], dim=-1)
-            u, sigma0_u = fixed_product(r, u_and_sigma0_p).split([r.shape[-1], d], dim=-1)
-            ud = u[..., :d]
-            dvu = n * (self.model.tilted_means(theta, step * ud, flat) - mu) / step - sigma0_u   # ΔV u
-            a, b, c = (r * u).sum(-1), (ud * dvu).sum(-1), (fixed_product(dvu, w0_p) * dvu).sum(-1)
-            t = 1.0 + b / a
-            return -0.5 * (a / t + (c - b * b / a) / t ** 3) - log_det + self.log_prior(x)
+            return density(x) + self.log_prior(x)
+        expanded.density = density  # its operations through autograd: expanded.density.reference
         return expanded
 
     def _means(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

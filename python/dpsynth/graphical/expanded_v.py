@@ -1,0 +1,131 @@
+"""The expanded-V surrogate of NAPSU-MQ's reduced form
+(:meth:`dpsynth.graphical.noise_aware.NoiseAwareLikelihood._expanded_v`, which states the
+approximation) as one autograd node with its gradient written out by hand.
+
+Forward, per row x = (θ, v) (the same operations as before, so the same values):
+n = n₀e^{s·v}; ψ = Lθ (+ offset: tree cells' log-potentials); μ = C·pass(ψ) (canonical means);
+r = ŝ − n(μ, 1); [u | Σ₀u] = r·P with P = [V₀⁻¹ | V₀⁻¹Σ₀] (u_D = u without its last entry);
+μ_t = C·pass(ψ + h·Cᵀu_D) (the means tilted along u); ΔVu = n(μ_t − μ)/h − Σ₀u;
+a = r·u, b = u_D·ΔVu, w = ΔVu·W₀, c = w·ΔVu, t = 1 + b/a;
+f = −½(a/t + (c − b²/a)/t³) − log|V₀|^{1/2}.
+
+Backward (reverse order, ḡ for ∂f/∂·): with F = a/t + (c − b²/a)/t³ and F_t = −a/t² − 3(c − b²/a)/t⁴,
+ā = −½(1/t + b²/(a²t³) − F_t·b/a²), b̄ = −½(−2b/(at³) + F_t/a), c̄ = −½/t³; then
+r̄ = ā·u, ū = ā·r (+ b̄·ΔVu on u_D), (ΔVu)‾ = b̄·u_D + 2c̄·w (W₀ symmetric); n̄ = Σ (ΔVu)‾(μ_t − μ)/h,
+μ̄_t = n(ΔVu)‾/h = −μ̄ (so far), (Σ₀u)‾ = −(ΔVu)‾; the tilted pass backward
+(:func:`dpsynth.graphical.level_pass.level_backward`) gives ψ̄_t, which adds to ψ̄ and, through the
+tilt, ū_D += h·Cψ̄_t; r̄ += [ū | (Σ₀u)‾]·Pᵀ; μ̄ −= n·r̄_D, n̄ −= r̄·(μ, 1); the untilted pass backward
+adds to ψ̄; θ̄ = Lᵀψ̄, v̄ = n̄·n·s.
+
+Why by hand: the sampler's gradient is this density's (16 chains at a time), some 150 autograd
+nodes besides the two passes, each costing the engine's per-node overhead rather than arithmetic
+(module docstring of :mod:`dpsynth.graphical.level_pass`). When a graph of the backward is
+asked for, the backward differentiates :meth:`ExpandedV.reference` (the same forward under
+autograd) instead, so derivatives of every order stay exact.
+"""
+from __future__ import annotations
+
+import torch
+
+from .factor import DTYPE
+from .level_pass import level_backward, level_forward, level_pass
+
+
+def fixed_product(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+    """x @ ``matrix`` (a fixed matrix already cast to the precision wanted) in the matrix's
+    precision, the result back in float64."""
+    return (x.to(matrix.dtype) @ matrix).to(DTYPE)
+
+
+class ExpandedV:
+    """f(x) of the module docstring, (B, D + 1) → (B,), for one count group: ``model`` (a
+    :class:`dpsynth.graphical.maxent.MaxEntModel`), ``y`` = ŝ (D + 1,), ``n0`` / ``scale`` (1,) the
+    count's reference and scale, ``step`` = h, ``u_and_sigma0`` = P and ``w0`` = W₀ (fixed, in the
+    precision of their products), ``log_det`` = log|V₀|^{1/2}."""
+
+    def __init__(self, model, y, n0, scale, step: float, u_and_sigma0, w0, log_det: float):
+        self.model, self.y, self.n0, self.scale = model, y, n0, scale
+        self.step, self.p, self.w0, self.log_det = step, u_and_sigma0, w0, log_det
+        self.p_t = u_and_sigma0.T.contiguous()
+        self.D = model.D
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled() and x.requires_grad:
+            return _ExpandedFunction.apply(x, self)
+        return self.forward(x.reshape(-1, x.shape[-1]))[0].reshape(x.shape[:-1])
+
+    def forward(self, x: torch.Tensor, differentiable: bool = False):
+        """(f (B,), what :meth:`backward` needs) at x (B, D + 1); ``differentiable``: through autograd."""
+        d = self.D
+        lift, offset, collect, levels = self.model.pass_maps()
+        theta, n = x[..., :d], self.n0 * torch.exp(self.scale * x[..., d:])
+        if differentiable:
+            product = lambda m, z: m(z)  # noqa: E731
+            run = lambda flat: (*level_pass(levels, flat), None)  # noqa: E731
+        else:
+            product = lambda m, z: m.mm(z)  # noqa: E731
+            run = lambda flat: level_forward(levels, flat)  # noqa: E731
+        flat = product(lift, theta.T)
+        if offset is not None:
+            flat = flat + offset
+        belief = run(flat)
+        mu = product(collect, belief[1]).T
+        m = torch.cat([mu, torch.ones_like(mu[..., :1])], dim=-1)
+        r = self.y - n * m
+        u, sigma0_u = fixed_product(r, self.p).split([r.shape[-1], d], dim=-1)
+        ud = u[..., :d]
+        tilted = run(flat + product(collect.T, (self.step * ud).T))
+        delta = product(collect, tilted[1]).T - mu                                  # μ_t − μ
+        dvu = n * delta / self.step - sigma0_u                                      # ΔV u
+        w = fixed_product(dvu, self.w0)
+        a, b, c = (r * u).sum(-1), (ud * dvu).sum(-1), (w * dvu).sum(-1)
+        t = 1.0 + b / a
+        f = -0.5 * (a / t + (c - b * b / a) / t ** 3) - self.log_det
+        return f, (n, m, r, u, delta, dvu, w, a, b, c, t, belief[2], tilted[2])
+
+    def reference(self, x: torch.Tensor) -> torch.Tensor:
+        """f(x) with every operation through autograd (tests, and derivatives past the first)."""
+        return self.forward(x, differentiable=True)[0]
+
+    def backward(self, saved, grad_f: torch.Tensor) -> torch.Tensor:
+        """∂L/∂x (B, D + 1) from ∂L/∂f (B,) (module docstring)."""
+        d, h = self.D, self.step
+        lift, _, collect, levels = self.model.pass_maps()
+        n, m, r, u, delta, dvu, w, a, b, c, t, pass_mu, pass_tilted = saved
+        q = c - b * b / a
+        f_t = -a / t ** 2 - 3.0 * q / t ** 4
+        g_a = -0.5 * grad_f * (1.0 / t + b * b / (a * a * t ** 3) - f_t * b / (a * a))
+        g_b = -0.5 * grad_f * (-2.0 * b / (a * t ** 3) + f_t / a)
+        g_c = -0.5 * grad_f / t ** 3
+        g_r = g_a[:, None] * u
+        g_u = g_a[:, None] * r
+        g_u[:, :d] += g_b[:, None] * dvu
+        g_dvu = g_b[:, None] * u[:, :d] + 2.0 * g_c[:, None] * w
+        g_n = (g_dvu * delta).sum(-1, keepdim=True) / h
+        g_mu_t = n * g_dvu / h
+        g_flat_t = level_backward(levels, pass_tilted, None, collect.T.mm(g_mu_t.T))
+        g_u[:, :d] += h * collect.mm(g_flat_t).T
+        g_r = g_r + fixed_product(torch.cat([g_u, -g_dvu], dim=-1), self.p_t)
+        g_mu = -g_mu_t - n * g_r[:, :d]
+        g_n = g_n - (g_r * m).sum(-1, keepdim=True)
+        g_flat = g_flat_t + level_backward(levels, pass_mu, None, collect.T.mm(g_mu.T))
+        return torch.cat([lift.T.mm(g_flat).T, g_n * n * self.scale], dim=-1)
+
+
+class _ExpandedFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, density):
+        flat_x = x.reshape(-1, x.shape[-1])
+        f, saved = density.forward(flat_x)
+        ctx.density, ctx.saved = density, saved
+        ctx.save_for_backward(x)
+        return f.reshape(x.shape[:-1])
+
+    @staticmethod
+    def backward(ctx, grad_f):
+        (x,) = ctx.saved_tensors
+        if torch.is_grad_enabled():  # a graph of the backward: differentiate the reference under autograd
+            f = ctx.density.reference(x.reshape(-1, x.shape[-1])).reshape(x.shape[:-1])
+            (g,) = torch.autograd.grad(f, x, grad_f, create_graph=True)
+            return g, None
+        return ctx.density.backward(ctx.saved, grad_f.reshape(-1)).reshape(x.shape), None
