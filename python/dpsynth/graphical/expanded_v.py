@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 
 from .factor import DTYPE
-from .level_pass import level_backward, level_forward, level_pass
+from .level_pass import calibrated, level_backward, sparse_product
 
 
 def fixed_product(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
@@ -59,24 +59,19 @@ class ExpandedV:
         d = self.D
         lift, offset, collect, levels = self.model.pass_maps()
         theta, n = x[..., :d], self.n0 * torch.exp(self.scale * x[..., d:])
-        if differentiable:
-            product = lambda m, z: m(z)  # noqa: E731
-            run = lambda flat: (*level_pass(levels, flat), None)  # noqa: E731
-        else:
-            product = lambda m, z: m.mm(z)  # noqa: E731
-            run = lambda flat: level_forward(levels, flat)  # noqa: E731
-        flat = product(lift, theta.T)
+        flat = sparse_product(lift, theta.T, differentiable)
         if offset is not None:
             flat = flat + offset
-        belief = run(flat)
-        mu = product(collect, belief[1]).T
+        belief = calibrated(levels, flat, differentiable)
+        mu = sparse_product(collect, belief[1], differentiable).T
         m = torch.cat([mu, torch.ones_like(mu[..., :1])], dim=-1)
         r = self.y - n * m
         u, sigma0_u = fixed_product(r, self.p).split([r.shape[-1], d], dim=-1)
         ud = u[..., :d]
-        tilted = run(flat + product(collect.T, (self.step * ud).T))
-        delta = product(collect, tilted[1]).T - mu                                  # μ_t − μ
-        dvu = n * delta / self.step - sigma0_u                                      # ΔV u
+        tilt = sparse_product(collect.T, (self.step * ud).T, differentiable)  # h·u_D on the tree cells
+        tilted = calibrated(levels, flat + tilt, differentiable)
+        delta = sparse_product(collect, tilted[1], differentiable).T - mu  # μ_t − μ
+        dvu = n * delta / self.step - sigma0_u  # ΔV u
         w = fixed_product(dvu, self.w0)
         a, b, c = (r * u).sum(-1), (ud * dvu).sum(-1), (w * dvu).sum(-1)
         t = 1.0 + b / a

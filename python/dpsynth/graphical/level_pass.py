@@ -47,8 +47,8 @@ from .factor import DTYPE
 TINY = torch.finfo(DTYPE).tiny
 
 
-def _product(sparse_map, x: torch.Tensor, differentiable: bool) -> torch.Tensor:
-    """``sparse_map`` @ x: through autograd, or the bare CSR product."""
+def sparse_product(sparse_map, x: torch.Tensor, differentiable: bool = False) -> torch.Tensor:
+    """``sparse_map`` @ x (a :class:`dpsynth.graphical.sparse_map.SparseMap`): through autograd, or bare."""
     return sparse_map(x) if differentiable else sparse_map.mm(x)
 
 
@@ -60,7 +60,7 @@ def level_forward(levels: list[dict], flat: torch.Tensor, differentiable: bool =
     for d in reversed(range(len(levels))):
         b = pieces[d]
         if d + 1 < len(levels):
-            b = b + _product(levels[d]["add_up"], up[d + 1], differentiable)
+            b = b + sparse_product(levels[d]["add_up"], up[d + 1], differentiable)
         below[d] = b
         if d > 0:  # u = log Σ_{cells → separator} e^b, shifted by each clique's maximum
             lv = levels[d]
@@ -68,7 +68,7 @@ def level_forward(levels: list[dict], flat: torch.Tensor, differentiable: bool =
                 top = b.new_full((lv["n"], b.shape[1]), -math.inf).scatter_reduce(
                     0, lv["clique"][:, None].expand_as(b), b, "amax", include_self=True)
             tilted[d] = torch.exp(b - top.index_select(0, lv["clique"]))
-            sums[d] = _product(lv["to_sep"], tilted[d], differentiable)
+            sums[d] = sparse_product(lv["to_sep"], tilted[d], differentiable)
             up[d] = torch.log(sums[d].clamp_min(TINY)) + top.index_select(0, lv["sep_clique"])
     log_z = torch.logsumexp(below[0], dim=0)
     belief, onto = [torch.exp(below[0] - log_z)], [None]
@@ -76,8 +76,8 @@ def level_forward(levels: list[dict], flat: torch.Tensor, differentiable: bool =
         parent, lv = levels[d - 1], levels[d]
         # the parent's (normalised) belief summed onto each child's separator: probabilities,
         # so no shift is needed
-        onto.append(_product(parent["add_up"].T, belief[d - 1], differentiable))
-        belief.append(torch.exp(below[d] + _product(lv["to_sep"].T, torch.log(onto[d].clamp_min(TINY)) - up[d],
+        onto.append(sparse_product(parent["add_up"].T, belief[d - 1], differentiable))
+        belief.append(torch.exp(below[d] + sparse_product(lv["to_sep"].T, torch.log(onto[d].clamp_min(TINY)) - up[d],
                                                     differentiable)))
     return log_z, torch.cat(belief, dim=0), (belief, tilted, sums, onto)
 
@@ -87,7 +87,8 @@ def _floored_ratio(grad: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     return torch.where(value >= TINY, grad / value.clamp_min(TINY), torch.zeros_like(grad))
 
 
-def level_backward(levels: list[dict], saved, grad_log_z: torch.Tensor | None, grad_belief: torch.Tensor) -> torch.Tensor:
+def level_backward(levels: list[dict], saved, grad_log_z: torch.Tensor | None,
+                   grad_belief: torch.Tensor) -> torch.Tensor:
     """∂L/∂flat from ∂L/∂log Z (B,; None: zero) and ∂L/∂beliefs (cells, B) (module docstring);
     ``saved``: the third value :func:`level_forward` returned."""
     belief, tilted, sums, onto = saved
@@ -127,6 +128,12 @@ class LevelPass(torch.autograd.Function):
             (g,) = torch.autograd.grad((log_z, belief), flat, (grad_log_z, grad_belief), create_graph=True)
             return g, None
         return level_backward(ctx.levels, ctx.saved, grad_log_z, grad_belief.contiguous()), None
+
+
+def calibrated(levels: list[dict], flat: torch.Tensor, differentiable: bool = False) -> tuple:
+    """(log Z, beliefs, what :func:`level_backward` needs) from :func:`level_forward`, or with
+    ``differentiable`` (log Z, beliefs, None) from :func:`level_pass`."""
+    return (*level_pass(levels, flat), None) if differentiable else level_forward(levels, flat)
 
 
 def level_pass(levels: list[dict], flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
