@@ -11,8 +11,9 @@ present at each width):
   default) and by the reduced form it replaced (a clamped pass over D × tree cells and a (D+1)²
   Cholesky), one point at a time; the sampler's surrogate gradient at 16 chains (V frozen, and V
   expanded where the model has incomplete columns); and — at the ``--fit-widths`` — a whole fit's ESS per second (min
-  bulk ESS of the released cells over the MCMC seconds). The growth exponent is the slope of
-  log(seconds) on log(columns).
+  bulk ESS of the released cells after importance weighting over the MCMC seconds; ``mixed`` says whether the
+  fit met its R̂, ESS and k̂ targets: an unmixed fit's ESS per second is no measure). The growth exponent
+  is the slope of log(seconds) on log(columns).
 - **coverage** (``--reps``): fit + 20 datasets at 15 columns, seconds and peak memory (the
   process's maximum resident set), split R̂ / ESS of the released cells, and whether the pooled 95 %
   intervals of the logistic regression income ~ age + education-num + hours-per-week (bin index)
@@ -174,7 +175,8 @@ def main(argv=None):
                         "ess_bulk_min_cells": round(d.get("ess_bulk_min_cells", np.nan), 1),
                         "rhat_max_cells": round(d.get("rhat_max_cells", np.nan), 4),
                         "importance_efficiency": round(d.get("importance_efficiency", np.nan), 4),
-                        "pareto_k": round(d.get("pareto_k", np.nan), 3),
+                        "pareto_k": round(d.get("pareto_k", np.nan), 3), "mixed": bool(d.get("mixed", False)),
+                        "draws_per_chain": d.get("draws_per_chain"), "gradient_evaluations": d.get("gradient_evaluations"),
                         "ess_per_second": round(d.get("ess_bulk_min_cells", np.nan) / d.get("mcmc_seconds", np.nan), 3)})
         _common.log(row)
         out["growth"].append(row)
