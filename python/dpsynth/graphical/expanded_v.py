@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 
 from .factor import DTYPE
-from .level_pass import calibrated, level_backward, sparse_product
+from .level_pass import calibrated, level_backward
 
 
 def fixed_product(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
@@ -54,23 +54,22 @@ class ExpandedV:
             return _ExpandedFunction.apply(x, self)
         return self.forward(x.reshape(-1, x.shape[-1]))[0].reshape(x.shape[:-1])
 
-    def forward(self, x: torch.Tensor, differentiable: bool = False):
-        """(f (B,), what :meth:`backward` needs) at x (B, D + 1); ``differentiable``: through autograd."""
+    def forward(self, x: torch.Tensor):
+        """(f (B,), what :meth:`backward` needs) at x (B, D + 1); recorded by autograd where x asks
+        for gradients (then the passes' entries of what is returned are None)."""
         d = self.D
-        lift, offset, collect, levels = self.model.pass_maps()
+        _, collect, levels = self.model.pass_maps()
         theta, n = x[..., :d], self.n0 * torch.exp(self.scale * x[..., d:])
-        flat = sparse_product(lift, theta.T, differentiable)
-        if offset is not None:
-            flat = flat + offset
-        belief = calibrated(levels, flat, differentiable)
-        mu = sparse_product(collect, belief[1], differentiable).T
+        flat = self.model.lifted_potentials(theta)
+        belief = calibrated(levels, flat)
+        mu = collect(belief[1]).T
         m = torch.cat([mu, torch.ones_like(mu[..., :1])], dim=-1)
         r = self.y - n * m
         u, sigma0_u = fixed_product(r, self.p).split([r.shape[-1], d], dim=-1)
         ud = u[..., :d]
-        tilt = sparse_product(collect.T, (self.step * ud).T, differentiable)  # h·u_D on the tree cells
-        tilted = calibrated(levels, flat + tilt, differentiable)
-        delta = sparse_product(collect, tilted[1], differentiable).T - mu  # μ_t − μ
+        tilt = collect.T((self.step * ud).T)  # h·u_D on the tree cells
+        tilted = calibrated(levels, flat + tilt)
+        delta = collect(tilted[1]).T - mu  # μ_t − μ
         dvu = n * delta / self.step - sigma0_u  # ΔV u
         w = fixed_product(dvu, self.w0)
         a, b, c = (r * u).sum(-1), (ud * dvu).sum(-1), (w * dvu).sum(-1)
@@ -79,13 +78,14 @@ class ExpandedV:
         return f, (n, m, r, u, delta, dvu, w, a, b, c, t, belief[2], tilted[2])
 
     def reference(self, x: torch.Tensor) -> torch.Tensor:
-        """f(x) with every operation through autograd (tests, and derivatives past the first)."""
-        return self.forward(x, differentiable=True)[0]
+        """f(x) as a graph of autograd nodes (x asking for gradients; each pass one
+        :class:`dpsynth.graphical.level_pass.LevelPass` node): tests, and derivatives past the first."""
+        return self.forward(x)[0]
 
     def backward(self, saved, grad_f: torch.Tensor) -> torch.Tensor:
         """∂L/∂x (B, D + 1) from ∂L/∂f (B,) (module docstring)."""
         d, h = self.D, self.step
-        lift, _, collect, levels = self.model.pass_maps()
+        lift, collect, levels = self.model.pass_maps()
         n, m, r, u, delta, dvu, w, a, b, c, t, pass_mu, pass_tilted = saved
         q = c - b * b / a
         f_t = -a / t ** 2 - 3.0 * q / t ** 4

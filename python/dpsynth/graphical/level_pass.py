@@ -30,7 +30,7 @@ Example
 >>> flat = model.lifted_potentials(theta)
 >>> levels = model._level_plan()["levels"]
 >>> g1 = torch.autograd.grad(level_pass(levels, flat)[0].sum(), theta)[0]
->>> g2 = torch.autograd.grad(level_forward(levels, flat, differentiable=True)[0].sum(), theta)[0]
+>>> g2 = torch.autograd.grad(level_forward(levels, flat)[0].sum(), theta)[0]  # recorded op by op
 >>> bool(torch.allclose(g1, g2))
 True
 """
@@ -47,20 +47,16 @@ from .factor import DTYPE
 TINY = torch.finfo(DTYPE).tiny
 
 
-def sparse_product(sparse_map, x: torch.Tensor, differentiable: bool = False) -> torch.Tensor:
-    """``sparse_map`` @ x (a :class:`dpsynth.graphical.sparse_map.SparseMap`): through autograd, or bare."""
-    return sparse_map(x) if differentiable else sparse_map.mm(x)
-
-
-def level_forward(levels: list[dict], flat: torch.Tensor, differentiable: bool = False):
+def level_forward(levels: list[dict], flat: torch.Tensor):
     """(log Z (B,), beliefs of every cell (cells in level order, B), what the backward needs) from
-    the log-potentials ``flat`` (cells, B); ``differentiable``: every product through autograd."""
+    the log-potentials ``flat`` (cells, B); recorded by autograd where ``flat`` asks for gradients
+    (the sparse maps add no node otherwise)."""
     pieces = torch.split(flat, [lv["size"] for lv in levels], dim=0)
     up, below, tilted, sums = [None] * len(levels), [None] * len(levels), [None] * len(levels), [None] * len(levels)
     for d in reversed(range(len(levels))):
         b = pieces[d]
         if d + 1 < len(levels):
-            b = b + sparse_product(levels[d]["add_up"], up[d + 1], differentiable)
+            b = b + levels[d]["add_up"](up[d + 1])
         below[d] = b
         if d > 0:  # u = log Σ_{cells → separator} e^b, shifted by each clique's maximum
             lv = levels[d]
@@ -68,7 +64,7 @@ def level_forward(levels: list[dict], flat: torch.Tensor, differentiable: bool =
                 top = b.new_full((lv["n"], b.shape[1]), -math.inf).scatter_reduce(
                     0, lv["clique"][:, None].expand_as(b), b, "amax", include_self=True)
             tilted[d] = torch.exp(b - top.index_select(0, lv["clique"]))
-            sums[d] = sparse_product(lv["to_sep"], tilted[d], differentiable)
+            sums[d] = lv["to_sep"](tilted[d])
             up[d] = torch.log(sums[d].clamp_min(TINY)) + top.index_select(0, lv["sep_clique"])
     log_z = torch.logsumexp(below[0], dim=0)
     belief, onto = [torch.exp(below[0] - log_z)], [None]
@@ -76,9 +72,8 @@ def level_forward(levels: list[dict], flat: torch.Tensor, differentiable: bool =
         parent, lv = levels[d - 1], levels[d]
         # the parent's (normalised) belief summed onto each child's separator: probabilities,
         # so no shift is needed
-        onto.append(sparse_product(parent["add_up"].T, belief[d - 1], differentiable))
-        belief.append(torch.exp(below[d] + sparse_product(lv["to_sep"].T, torch.log(onto[d].clamp_min(TINY)) - up[d],
-                                                    differentiable)))
+        onto.append(parent["add_up"].T(belief[d - 1]))
+        belief.append(torch.exp(below[d] + lv["to_sep"].T(torch.log(onto[d].clamp_min(TINY)) - up[d])))
     return log_z, torch.cat(belief, dim=0), (belief, tilted, sums, onto)
 
 
@@ -124,21 +119,21 @@ class LevelPass(torch.autograd.Function):
     def backward(ctx, grad_log_z, grad_belief):
         if torch.is_grad_enabled():  # a graph of the backward: differentiate the forward under autograd
             (flat,) = ctx.saved_tensors
-            log_z, belief, _ = level_forward(ctx.levels, flat, differentiable=True)
+            log_z, belief, _ = level_forward(ctx.levels, flat)
             (g,) = torch.autograd.grad((log_z, belief), flat, (grad_log_z, grad_belief), create_graph=True)
             return g, None
         return level_backward(ctx.levels, ctx.saved, grad_log_z, grad_belief.contiguous()), None
 
 
-def calibrated(levels: list[dict], flat: torch.Tensor, differentiable: bool = False) -> tuple:
-    """(log Z, beliefs, what :func:`level_backward` needs) from :func:`level_forward`, or with
-    ``differentiable`` (log Z, beliefs, None) from :func:`level_pass`."""
-    return (*level_pass(levels, flat), None) if differentiable else level_forward(levels, flat)
+def calibrated(levels: list[dict], flat: torch.Tensor) -> tuple:
+    """(log Z, beliefs, what :func:`level_backward` needs) from :func:`level_forward`; where ``flat``
+    asks for gradients, (log Z, beliefs, None) from one :class:`LevelPass` node instead."""
+    if torch.is_grad_enabled() and flat.requires_grad:
+        return (*LevelPass.apply(flat, levels), None)
+    return level_forward(levels, flat)
 
 
 def level_pass(levels: list[dict], flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(log Z (B,), beliefs (cells in level order, B)) of the log-potentials ``flat`` (cells, B),
     differentiable in ``flat`` to any order (module docstring)."""
-    if not (torch.is_grad_enabled() and flat.requires_grad):
-        return level_forward(levels, flat)[:2]
-    return LevelPass.apply(flat, levels)
+    return calibrated(levels, flat)[:2]

@@ -329,12 +329,13 @@ class MaxEntModel:
         return flat if lp["offset"] is None else flat + lp["offset"]
 
     def pass_maps(self) -> tuple:
-        """(lift, offset, collect, levels): the fixed maps of the level pass: θ (D, B) → tree cells
-        (:class:`SparseMap`, then + offset where not None), beliefs → canonical statistics, and the
-        levels of :func:`dpsynth.graphical.level_pass.level_forward`; for code that differentiates
-        a whole density through the pass by hand (:class:`dpsynth.graphical.expanded_v.ExpandedV`)."""
+        """(lift, collect, levels): the fixed maps of the level pass: θ (D, B) → tree cells
+        (:class:`SparseMap`; :meth:`lifted_potentials` adds the offset), beliefs → canonical
+        statistics, and the levels of :func:`dpsynth.graphical.level_pass.level_forward`; for code
+        that differentiates a whole density through the pass by hand
+        (:class:`dpsynth.graphical.expanded_v.ExpandedV`)."""
         lp = self._level_plan()
-        return lp["lift"], lp["offset"], self._level_map(("collect",))[0], lp["levels"]
+        return lp["lift"], self._level_map(("collect",))[0], lp["levels"]
 
     def _level_collect(self, theta, names, tilt=None, flat=None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """(A(θ) (…), :meth:`collect_means`) from the same pass (tilted as in :meth:`tilted_means`)."""

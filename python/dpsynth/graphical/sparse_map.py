@@ -65,6 +65,8 @@ class SparseMap:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 2 or x.shape[0] != self.shape[1]:
             raise ValueError(f"expected x of shape ({self.shape[1]}, batch), got {tuple(x.shape)}")
+        if not (torch.is_grad_enabled() and x.requires_grad):  # no gradient wanted: no autograd node
+            return self.mm(x)
         return _Apply.apply(x, self)
 
 
