@@ -522,6 +522,56 @@ def test_the_sampler_reports_each_check_when_progress_is_on(toy_fit, monkeypatch
         assert [f"{p[0]} draws per chain" in ln for p, ln in zip(gen.diagnostics_["mixing_path"], lines[1:])] == [True] * 3
 
 
+def test_a_check_can_leave_out_a_transient(toy_fit, monkeypatch):
+    """Where all draws miss R̂ but those after the first transient_start(n, first) meet every
+    target, the fit stops there and keeps only those (modes in TRANSIENT_MODES); elsewhere it goes
+    on extending. R̂ is faked: every set that starts at the first draw misses it."""
+    from dpsynth.generators import napsu_sampling
+
+    real = napsu_sampling.PosteriorSampling._cell_diagnostics
+    seen = []
+
+    def fake(self, draws, probs=None):
+        cells = real(self, draws, probs)
+        seen.append(draws.shape[1])
+        cells["rhat_max_cells"] = 1.5 if draws.shape[1] == max(seen) else 1.0  # the whole set comes first
+        return cells
+
+    runs, hmc = [], napsu_sampling.hmc
+
+    def recording_hmc(*a, **k):
+        runs.append(hmc(*a, **k))
+        return runs[-1]
+
+    monkeypatch.setattr(napsu_sampling.PosteriorSampling, "_cell_diagnostics", fake)
+    monkeypatch.setattr(napsu_sampling, "hmc", recording_hmc)
+    monkeypatch.setattr(napsu_sampling, "MAX_EXTENSIONS", 2)
+    monkeypatch.setattr(napsu_sampling, "PARETO_K_MAX", math.inf)
+    df, _ = toy_fit
+    kw = dict(queries=TOY_QUERY, mcmc_chains=4, mcmc_warmup=30, mcmc_draws=60, ess_target=1.0)
+    monkeypatch.setattr(napsu_sampling, "TRANSIENT_MODES", ("available-case",))  # complete data here
+    gen = NAPSUMQ(1.0, 1 / 2000 ** 2, **kw).fit(df, TOY_SCHEMA, seed=1)
+    d = gen.diagnostics_
+    n = 60 + math.ceil(napsu_sampling.EXTENSION_SHARE * 60)
+    assert d["mixed"] and d["extended"] == 1 and d["draws_per_chain"] == n
+    assert d["transient_draws"] == napsu_sampling.transient_start(n, 60) == n // 2
+    every = torch.cat([r.draws for r in runs], dim=1)
+    assert every.shape[1] == n
+    late = every[:, n // 2:].reshape(-1, every.shape[-1])
+    kept = gen.draws_.reshape(-1, every.shape[-1])             # the reweighted ones (importance thins)
+    assert gen.weights_.size == kept.shape[0] and d["importance_draws"] == kept.shape[0]
+    assert all(bool((late == k).all(-1).any()) for k in kept)   # every kept draw is a late one
+    assert d["mixing_path"][-1][1] == 1.0
+    seen.clear()
+    monkeypatch.setattr(napsu_sampling, "TRANSIENT_MODES", ())
+    with pytest.warns(dpsynth.PosteriorNotMixedWarning):
+        gen = NAPSUMQ(1.0, 1 / 2000 ** 2, **kw).fit(df, TOY_SCHEMA, seed=1)
+    d = gen.diagnostics_
+    assert d["extended"] == 2 and d["transient_draws"] == 0
+    early = torch.cat([r.draws for r in runs[2:]], dim=1)[:, :60].reshape(-1, every.shape[-1])
+    assert any(bool((early == k).all(-1).any()) for k in gen.draws_.reshape(-1, every.shape[-1]))
+
+
 def test_stalled_compares_rhat_with_its_value_some_checks_before():
     from dpsynth.generators.napsu_sampling import stalled
 
