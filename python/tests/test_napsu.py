@@ -572,6 +572,23 @@ def test_a_check_can_leave_out_a_transient(toy_fit, monkeypatch):
     assert any(bool((early == k).all(-1).any()) for k in gen.draws_.reshape(-1, every.shape[-1]))
 
 
+def test_cell_probabilities_over_threads_are_the_serial_ones(toy_fit, monkeypatch):
+    """The released cells' probabilities of many draws are computed chunk by chunk on up to
+    chunks.THREADS threads: bitwise the values of one thread, in the draws' order."""
+    from dpsynth.graphical import chunks
+    from dpsynth.generators import napsu_sampling
+
+    _, gen = toy_fit
+    draws = gen.draws_[:, :40]
+    monkeypatch.setattr(napsu_sampling, "CELL_CHUNK", 7)
+    monkeypatch.setattr(chunks, "THREADS", 1)
+    serial = gen._cell_probs(draws)
+    monkeypatch.setattr(chunks, "THREADS", 2)
+    threaded = gen._cell_probs(draws)
+    assert threaded.shape == draws.shape[:2] + (serial.shape[-1],) and np.array_equal(threaded, serial)
+    np.testing.assert_allclose(threaded[1, 3], gen.model_.table_marginals(draws[1, 3, :gen.model_.D]).numpy(), rtol=1e-12)
+
+
 def test_stalled_compares_rhat_with_its_value_some_checks_before():
     from dpsynth.generators.napsu_sampling import stalled
 

@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 import torch
 
+from ..graphical.chunks import map_chunks
 from ..graphical.metric import shrunk_covariance
 from ..graphical.noise_aware import fit_draws
 from ..graphical.posterior import (PosteriorNotMixedWarning, ess_bulk, hmc, last_window_iterations, psis_weights,
@@ -450,10 +451,10 @@ class PosteriorSampling:
                 "ess_bulk_min_cells": ess_kept * eff}
 
     def _cell_probs(self, draws: torch.Tensor) -> np.ndarray:
-        """The released cells' probabilities (…, P) at each draw, :data:`CELL_CHUNK` draws at a time."""
+        """The released cells' probabilities (…, P) at each draw, :data:`CELL_CHUNK` draws at a time
+        (the chunks spread over the machine's cores: :func:`dpsynth.graphical.chunks.map_chunks`)."""
         theta = draws[..., :self.model_.D]
-        with torch.no_grad():
-            probs = [self.model_.table_marginals(c) for c in theta.reshape(-1, theta.shape[-1]).split(CELL_CHUNK)]
+        probs = map_chunks(self.model_.table_marginals, theta.reshape(-1, theta.shape[-1]).split(CELL_CHUNK))
         return torch.cat(probs).reshape(theta.shape[:-1] + (-1,)).numpy()
 
     def posterior_draws(self, m: int, rng: np.random.Generator) -> torch.Tensor:

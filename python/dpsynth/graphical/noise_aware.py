@@ -53,6 +53,7 @@ import math
 import numpy as np
 import torch
 
+from .chunks import map_chunks
 from .expanded_v import ExpandedV, fixed_product
 from .gaussian_tree import GaussianTree
 from .maxent import MaxEntModel
@@ -251,15 +252,14 @@ class NoiseAwareLikelihood(StartingPoint):
     def log_posterior_many(self, x: torch.Tensor) -> torch.Tensor:
         """:meth:`log_posterior` of many points (n, dim), without gradients, in chunks of
         :data:`TREE_CHUNK` (junction-tree form; fewer when its largest clique block is large) or
-        :data:`EXACT_CHUNK` (the clamped pass's tensors,
-        points × D × tree cells, then stay in cache, where one batch of 64 would stream hundreds
-        of MB per operation)."""
+        :data:`EXACT_CHUNK` (the clamped pass's tensors, points × D × tree cells, then stay in
+        cache, where one batch of 64 would stream hundreds of MB per operation), the chunks spread
+        over the machine's cores (:func:`dpsynth.graphical.chunks.map_chunks`)."""
         if self.tree is None:
             chunk = EXACT_CHUNK
         else:
             chunk = min(TREE_CHUNK, max(1, TREE_CHUNK_ELEMENTS // self.tree.largest_block ** 2))
-        with torch.no_grad():
-            return torch.cat([self.log_posterior(c) for c in x.split(chunk)])
+        return torch.cat(map_chunks(self.log_posterior, x.split(chunk)))
 
     def surrogate(self, x_ref: torch.Tensor, draws: torch.Tensor | None = None):
         """A cheap stand-in for :meth:`log_posterior` near ``x_ref``: the same Gaussian likelihood
