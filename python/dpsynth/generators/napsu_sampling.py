@@ -239,7 +239,9 @@ class PosteriorSampling:
         :data:`EXTENSION_SHARE_MAR`) of the first run, while the cells' R̂ / ESS miss their targets;
         each extension starts with the coordinate map (:data:`MARGINAL_MAP`) and
         the metric re-estimated from all draws so far (a finite adaptation between runs: every run
-        is a valid HMC kernel for the fixed target, started where the chains stopped). ``"hmc"``: the chains
+        is a valid HMC kernel for the fixed target, started where the chains stopped); under
+        :data:`TRANSIENT_MODES` a check may leave out the first :func:`transient_start` draws as a
+        transient (``diagnostics_["transient_draws"]``). ``"hmc"``: the chains
         target the surrogate and the draws are reweighted to the exact posterior by
         Pareto-smoothed importance sampling; ``"hmc-da"``: delayed acceptance, exact but sticky."""
         delayed = self.inference_ == "hmc-da"
