@@ -47,7 +47,8 @@ def one_fit(d_missing, s, eps, seed, **kw):
 
 
 #: the sampler's diagnostics reported for every fit
-PER_FIT = ("gradient_evaluations", "mcmc_seconds", "draws_per_chain", "transient_draws", "step_retuned", "extended", "restarts", "importance_efficiency")
+PER_FIT = ("gradient_evaluations", "mcmc_seconds", "draws_per_chain", "transient_draws", "step_retuned", "extended",
+           "restarts", "importance_efficiency")
 
 
 def study(d, s, mechanism, eps, reps, mode, seed0=0):

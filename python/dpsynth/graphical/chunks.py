@@ -27,13 +27,13 @@ import torch
 THREADS = 2
 
 
-def map_chunks(fn: Callable, chunks: Sequence, threads: int | None = None) -> list:
+def map_chunks(fn: Callable, chunks: Sequence) -> list:
     """``[fn(c) for c in chunks]`` without autograd (grad mode is per thread: off in each worker),
-    spread over up to ``threads`` (default :data:`THREADS`) threads, in order."""
+    spread over up to :data:`THREADS` threads, in order."""
     def value(c):
         with torch.no_grad():
             return fn(c)
-    workers = min(THREADS if threads is None else threads, os.cpu_count() or 1, len(chunks))
+    workers = min(THREADS, os.cpu_count() or 1, len(chunks))
     if workers <= 1:
         return [value(c) for c in chunks]
     with ThreadPoolExecutor(workers) as pool:
