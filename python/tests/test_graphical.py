@@ -2,6 +2,8 @@
 against brute-force enumeration on tiny domains."""
 import itertools
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -388,6 +390,35 @@ def test_mixing_diagnostics_match_arviz():
         np.testing.assert_allclose(ess_bulk(x), got_e, rtol=0, equal_nan=True)
     assert np.isnan(rhat_and_ess(np.where(np.arange(40) == 3, np.nan, 1.0).reshape(2, 20, 1) * cases[0][:2, :20, :1])[0]).all()
     assert isinstance(split_rhat(cases[0][..., 0]), float) and isinstance(ess_bulk(cases[0][..., 0]), float)
+
+
+def test_mixing_diagnostics_on_two_threads_equal_one():
+    """Above THREAD_QUANTITIES quantities rhat_and_ess works on two column blocks in threads: the
+    values (ties, a constant and a non-finite quantity included) equal one block's bitwise, and
+    average_ranks' no-ties shortcut gives scipy's ranks."""
+    from scipy.stats import rankdata
+
+    from dpsynth.graphical import chunks, mixing
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 101, 150)).cumsum(1) * 0.2 + rng.standard_normal((8, 101, 150))
+    x[..., 5] = np.round(x[..., 5], 1)
+    x[..., 80] = 2.0
+    x[0, 7, 120] = np.nan
+    assert 150 >= mixing.THREAD_QUANTITIES and chunks.cores() == 2
+    two = mixing.rhat_and_ess(x)
+    old = mixing.THREAD_QUANTITIES
+    try:
+        mixing.THREAD_QUANTITIES = 10 ** 9
+        one = mixing.rhat_and_ess(x)
+    finally:
+        mixing.THREAD_QUANTITIES = old
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+    assert np.isnan(two[0][120]) and np.isnan(two[1][120]) and np.isfinite(two[0][:80]).all()
+    flat = x.reshape(-1, 150)[:, :20]
+    np.testing.assert_array_equal(mixing.average_ranks(flat), rankdata(flat, axis=0))
+    np.testing.assert_array_equal(mixing.average_ranks(np.round(flat)), rankdata(np.round(flat), axis=0))
 
 
 def test_canonical_moments_match_the_clamped_moments_of_the_canonical_cells():
@@ -960,6 +991,42 @@ def test_expanded_v_gradient_by_hand_is_autograds(monkeypatch, dtype):
     torch.testing.assert_close(hess, hess_ref, rtol=1e-9, atol=1e-9)
     with torch.no_grad():
         torch.testing.assert_close(density(x.detach().reshape(2, 3, -1)), f_ref.detach().reshape(2, 3))
+
+
+def test_sampler_gradient_by_hand_is_autograds():
+    """The sampling surrogate (expanded V, fitted linear term) in a sinh–arcsinh map's coordinates:
+    the sampler's value and gradient without autograd (posterior._mapped_value_and_grad) equal
+    autograd's through the same functions; a non-finite density gets a zero gradient either way;
+    a frozen-V surrogate (no hand-written path) and the identity map go through autograd as before."""
+    from dpsynth.graphical import posterior
+    from dpsynth.graphical.icin import IcinModel
+    from dpsynth.graphical.noise_aware import NoiseAwareLikelihood
+    from dpsynth.graphical.transport import MarginalMap
+
+    rng = np.random.default_rng(12)
+    dom = Domain(["a", "b", "c"], [3, 4, 3])
+    model = IcinModel(dom, [("a", "b"), ("b", "c")], [("a", "b"), ("b", "c"), ("a",)], incomplete=["a", "b"])
+    lik = NoiseAwareLikelihood(model, _noisy_tables(model, rng, scale=60.0), [1.0] * 3, [0] * 3, 2.5)
+    x_ref = torch.as_tensor(rng.normal(0, 0.3, lik.dim))
+    draws = x_ref + torch.as_tensor(rng.normal(0, 0.05, (120, lik.dim)))
+    guide = lik.surrogate(x_ref, draws)
+    assert hasattr(guide, "value_and_grad") and not hasattr(lik.surrogate(x_ref), "value_and_grad")
+    k = lik.dim
+    tmap = MarginalMap(x_ref, torch.full((k,), 0.1, dtype=torch.float64), torch.as_tensor(rng.normal(0, 0.5, k)),
+                       torch.as_tensor(rng.uniform(0.6, 1.5, k)))
+    z = torch.as_tensor(rng.normal(0, 1.0, (7, k)))
+    for m in (tmap, MarginalMap.identity(k)):
+        lp, g = posterior._mapped_value_and_grad(guide, m, z)
+        lp_ref, g_ref = posterior.value_and_grad(lambda v: posterior._mapped(guide, m, v), z)
+        torch.testing.assert_close(lp, lp_ref, rtol=1e-12, atol=1e-9)
+        torch.testing.assert_close(g, g_ref, rtol=0, atol=1e-6 * float(g_ref.abs().max()))
+    bad = z.clone()
+    bad[2, 0] = math.nan
+    lp, g = posterior._mapped_value_and_grad(guide, tmap, bad)
+    assert not math.isfinite(float(lp[2])) and float(g[2].abs().max()) == 0.0 and bool(torch.isfinite(g).all())
+    frozen = lik.surrogate(x_ref)
+    torch.testing.assert_close(posterior._mapped_value_and_grad(frozen, tmap, z)[1],
+                               posterior.value_and_grad(lambda v: posterior._mapped(frozen, tmap, v), z)[1], rtol=0, atol=0)
 
 
 def test_tree_lu_factor_survives_set_num_threads():

@@ -46,24 +46,10 @@ from __future__ import annotations
 
 import contextlib
 
+from ..graphical.chunks import torch_threads  # noqa: F401  (re-exported: the generators' thread setting)
 from ..privacy.dpsgd_accounting import DPSGD_MECHANISM, SGMPlan, poisson_indices, released_row_count, step_rng
 from .encoding import (Block, MixedEncoder, block_log_likelihood, complete_rows, draw_rows, numeric_range,
                        numeric_values, values_in_bins)
-
-
-# ====================================================================== threads
-@contextlib.contextmanager
-def torch_threads(n: int):
-    """Run a block with ``torch.set_num_threads(n)`` and restore the previous setting afterwards
-    (small MLPs gain little from more threads, and the machines running this are shared)."""
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(max(1, int(n)))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 @contextlib.contextmanager

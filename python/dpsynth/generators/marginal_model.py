@@ -18,13 +18,13 @@ is placed inside its bin by them instead of uniformly (0 turns this off).
 """
 from __future__ import annotations
 
-import contextlib
 from functools import partial
 
 import numpy as np
 import torch
 
 from ..graphical import Domain
+from ..graphical.chunks import torch_threads
 from ..marginals import observed_mask
 from ..marginals.refine import measure_refinements, refinement_cells
 from ..privacy import cdp_rho
@@ -38,15 +38,9 @@ MARGINAL_CHECKS = checks(missing=partial(check_choice, choices=MISSING_MODES,
                                                  "(each table over the rows observed on its columns)"))
 
 
-@contextlib.contextmanager
 def single_thread():
     """Message passing runs many small tensor ops: one torch thread is faster than two contending."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
+    return torch_threads(1)
 
 
 class MarginalModelGenerator(Generator):

@@ -77,6 +77,15 @@ class ExpandedV:
         f = -0.5 * (a / t + (c - b * b / a) / t ** 3) - self.log_det
         return f, (n, m, r, u, delta, dvu, w, a, b, c, t, belief[2], tilted[2])
 
+    def value_and_grad(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(f (…,), ∂f/∂x (…, D + 1)) at x by :meth:`forward` and :meth:`backward` directly: the
+        sampler's gradient without autograd's graph (:func:`dpsynth.graphical.posterior.hmc`)."""
+        flat = x.detach().reshape(-1, x.shape[-1])
+        with torch.no_grad():
+            f, saved = self.forward(flat)
+            grad = self.backward(saved, torch.ones_like(f))
+        return f.reshape(x.shape[:-1]), grad.reshape(x.shape)
+
     def reference(self, x: torch.Tensor) -> torch.Tensor:
         """f(x) as a graph of autograd nodes (x asking for gradients; each pass one
         :class:`dpsynth.graphical.level_pass.LevelPass` node): tests, and derivatives past the first."""

