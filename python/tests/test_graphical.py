@@ -937,7 +937,8 @@ def test_expanded_v_surrogate_is_closer_to_the_exact_posterior_than_frozen_v(mon
     x_ref = torch.as_tensor(rng.normal(0, 0.3, lik.dim))
     near = x_ref + torch.as_tensor(rng.normal(0, 0.02, (200, lik.dim)))  # about the posterior's own spread
     exact = lik.log_posterior(near)
-    warmup = lik.surrogate(x_ref)  # by default, warm-up windows (no draws) keep the cheaper frozen V
+    monkeypatch.setattr(noise_aware, "EXPAND_V_WARMUP", False)
+    warmup = lik.surrogate(x_ref)  # without EXPAND_V_WARMUP, warm-up windows (no draws) keep the cheaper frozen V
     monkeypatch.setattr(noise_aware, "EXPAND_V_WARMUP", True)
     first = lik.surrogate(x_ref)
     monkeypatch.setattr(noise_aware, "EXPAND_V", "never")
@@ -993,12 +994,12 @@ def test_expanded_v_gradient_by_hand_is_autograds(monkeypatch, dtype):
         torch.testing.assert_close(density(x.detach().reshape(2, 3, -1)), f_ref.detach().reshape(2, 3))
 
 
-def test_sampler_gradient_by_hand_is_autograds():
+def test_sampler_gradient_by_hand_is_autograds(monkeypatch):
     """The sampling surrogate (expanded V, fitted linear term) in a sinh–arcsinh map's coordinates:
     the sampler's value and gradient without autograd (posterior._mapped_value_and_grad) equal
     autograd's through the same functions; a non-finite density gets a zero gradient either way;
     a frozen-V surrogate (no hand-written path) and the identity map go through autograd as before."""
-    from dpsynth.graphical import posterior
+    from dpsynth.graphical import noise_aware, posterior
     from dpsynth.graphical.icin import IcinModel
     from dpsynth.graphical.noise_aware import NoiseAwareLikelihood
     from dpsynth.graphical.transport import MarginalMap
@@ -1010,6 +1011,7 @@ def test_sampler_gradient_by_hand_is_autograds():
     x_ref = torch.as_tensor(rng.normal(0, 0.3, lik.dim))
     draws = x_ref + torch.as_tensor(rng.normal(0, 0.05, (120, lik.dim)))
     guide = lik.surrogate(x_ref, draws)
+    monkeypatch.setattr(noise_aware, "EXPAND_V_WARMUP", False)  # warm-up windows' guides: frozen V
     assert hasattr(guide, "value_and_grad") and not hasattr(lik.surrogate(x_ref), "value_and_grad")
     k = lik.dim
     tmap = MarginalMap(x_ref, torch.full((k,), 0.1, dtype=torch.float64), torch.as_tensor(rng.normal(0, 0.5, k)),

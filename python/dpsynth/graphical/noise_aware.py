@@ -93,10 +93,14 @@ LINEAR_CAP = 25.0
 #: ``"always"`` or ``"never"``. The complete-data default keeps the cheaper frozen V (one
 #: calibration per gradient, not two), with which it mixes and covers within its time target
 EXPAND_V = "incomplete"
-#: ... for the warm-up windows' surrogates too (they only steer the adaptation); False: only for the
-#: last window's, which the draws are reweighted from. Adult-10, 20 % MCAR, seed 1, first-order
-#: expansion (beside another fit): 12,374 gradients and 177 s of MCMC with it, 11,607 and 156 s without
-EXPAND_V_WARMUP = False
+#: ... for the warm-up windows' surrogates too; False: only for the last window's, which the draws
+#: are reweighted from. The warm-up's surrogates steer the adaptation: with V frozen they over-weight
+#: prior-bounded tails by up to 17 nats (Adult-10 MAR, seed 0), the chains spend a window there and
+#: the map and metric are fitted to that transient. Expanded (the code of 2026-11-28, one fit at a
+#: time beside another): MAR seeds 0 / 16 23,404 → 15,238 and 12,409 → 10,004 gradients (900 → 600
+#: and 900 → 500 draws per chain), MCAR seeds 2 / 8 14,674 → 9,548 and 11,864 → 10,682 (900 → 600 /
+#: 700); earlier, with a first-order expansion, MCAR seed 1 had needed 12,374 against 11,607
+EXPAND_V_WARMUP = True
 #: the forward difference's step h·|u| in that expansion (relative error ~1e-7 against the clamped
 #: moments at 1e-5, Adult-10 MCAR)
 FD_STEP = 1e-5
