@@ -1,7 +1,6 @@
 """Graphical models: junction tree, max-ent family, canonical queries, posterior tools — checked
 against brute-force enumeration on tiny domains."""
 import itertools
-
 import math
 
 import numpy as np

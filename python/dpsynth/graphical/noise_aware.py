@@ -251,11 +251,10 @@ class NoiseAwareLikelihood(StartingPoint):
         return -0.5 * (theta ** 2).sum(-1) / self.prior_sd ** 2 - 0.5 * (logn ** 2).sum(-1) / LOG_N_PRIOR_SD ** 2
 
     def log_prior_and_grad(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(:meth:`log_prior`, its gradient in x), written out."""
+        """(:meth:`log_prior`, its gradient in x written out)."""
         theta, logn = x[..., :self.D], self.scale * x[..., self.D:]
-        var_theta, var_logn = self.prior_sd ** 2, LOG_N_PRIOR_SD ** 2
-        value = -0.5 * (theta ** 2).sum(-1) / var_theta - 0.5 * (logn ** 2).sum(-1) / var_logn
-        return value, torch.cat([-theta / var_theta, -logn * self.scale / var_logn], dim=-1)
+        grad = torch.cat([-theta / self.prior_sd ** 2, -logn * self.scale / LOG_N_PRIOR_SD ** 2], dim=-1)
+        return self.log_prior(x), grad
 
     def log_posterior(self, x: torch.Tensor) -> torch.Tensor:
         return self.log_likelihood(x) + self.log_prior(x)
@@ -307,13 +306,15 @@ class NoiseAwareLikelihood(StartingPoint):
                                                  @ slope).abs().max())
         cap = max(LINEAR_CAP, 2.0 * reach) if math.isfinite(reach) else LINEAR_CAP
 
+        def capped(x: torch.Tensor) -> torch.Tensor:  # tanh of the linear term over its cap
+            return torch.tanh(((x - x_ref) @ slope) / cap)
+
         def log_prob(x: torch.Tensor) -> torch.Tensor:
-            return base(x) + cap * torch.tanh(((x - x_ref) @ slope) / cap)
+            return base(x) + cap * capped(x)
 
         if hasattr(base, "value_and_grad"):
             def value_and_grad(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-                lp, grad = base.value_and_grad(x)
-                t = torch.tanh(((x - x_ref) @ slope) / cap)
+                (lp, grad), t = base.value_and_grad(x), capped(x)
                 return lp + cap * t, grad + (1.0 - t * t).unsqueeze(-1) * slope
             log_prob.value_and_grad = value_and_grad  # by hand: no autograd graph per gradient
         log_prob.slope, log_prob.cap = slope, cap  # the linear term, for diagnostics
