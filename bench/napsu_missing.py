@@ -10,6 +10,7 @@ comparison (``--compare``). For MNARQ the δ-adjusted fits (``mnar_shift``) show
 sensitivity option moves each estimate.
 
 Usage: python bench/napsu_missing.py [--reps 20] [--mechanisms MCAR MAR] [--mnar-reps 2] [--compare]
+(``--reps 0`` runs the MNAR part alone.)
 Prints one line per repeat and one JSON object on its last line. Timings are wall-clock: "fit + 20
 datasets" is the synthesis (as in bench/napsu_validity.py), the pooling of the 20 logistic fits apart.
 """
@@ -135,7 +136,7 @@ def main(argv=None):
     d = d.dropna().reset_index(drop=True)
     s = s.declare_missing([])  # incomplete= names the simulated columns per repeat
     out = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "studies": []}
-    for mech in args.mechanisms:
+    for mech in args.mechanisms if args.reps > 0 else []:  # --reps 0: the MNAR part alone
         for mode in ["mar"] + (["available-case"] if args.compare else []):
             out["studies"].append(study(d, s, mech, args.eps, args.reps, mode, args.seed0))
     if args.mnar_reps:

@@ -127,7 +127,7 @@ import torch
 from ..graphical import Domain, MaxEntModel, maximal_cliques
 from ..graphical.icin import IcinModel
 from ..graphical.noise_aware import MODE_TOL as TIGHT_MODE_TOL, NoiseAwareLikelihood, count_groups
-from .napsu_budget import split_measurement, split_rho
+from .napsu_budget import planned_sd, split_measurement, split_rho
 from ..graphical.posterior import PosteriorNotMixedWarning, elliptical_slice, laplace_approximation
 from ..privacy import cdp_rho
 from ..validation import check_int, check_positive_float, check_share
@@ -138,7 +138,7 @@ from .napsu_sampling import (DIAGNOSTIC_DRAWS, IMPORTANCE_DRAWS, INIT_SCALE, MAR
                              MCMC_DEFAULTS, MCMC_DEFAULTS_MAR, MODE_TOL, PARETO_K_MAX, PosteriorNotMixedError, PosteriorSampling)
 from ..marginals.measure import Measurement, measure_marginals
 from ..marginals.mst import mst_select
-from .napsu_queries import check_queries, largest_clique, too_large
+from .napsu_queries import as_query_list, check_queries, largest_clique, too_large
 
 DTYPE = torch.float64
 INFERENCE = ("hmc", "hmc-da", "laplace", "slice")
@@ -205,6 +205,11 @@ class NAPSUMQ(PosteriorSampling, Generator):
     max_cells : largest junction-tree clique accepted, in cells (default 1024): the likelihood's
         cost grows with its cube (:mod:`dpsynth.generators.napsu_queries`); MST chooses only pairs
         within it, and a model whose tree would exceed it is refused with the clique named.
+    selection_penalty : with ``queries="mst"``, lower each pair's score by the noise its
+        measurement will add (AIM's √(2/π)·σ·cells, :func:`dpsynth.marginals.mst.noise_penalty`,
+        σ planned by :func:`~dpsynth.generators.napsu_budget.planned_sd`), so that wide tables of
+        nearly independent columns (Adult's native-country × fnlwgt, 672 cells) give way to small
+        ones and the posterior has fewer parameters. Default False (private-pgm's scores).
 
     Example
     -------
@@ -230,13 +235,14 @@ class NAPSUMQ(PosteriorSampling, Generator):
                  size_ratio: float = SIZE_RATIO, mnar_shift=None,
                  mcmc_chains: int | None = None, mcmc_warmup: int | None = None, mcmc_draws: int | None = None,
                  mcmc_thin: int | None = None, rhat_target: float = 1.01, ess_target: float = 400.0,
-                 on_not_mixed: str = "warn", max_restarts: int = 5, max_cells: int = 1024):
+                 on_not_mixed: str = "warn", max_restarts: int = 5, max_cells: int = 1024,
+                 selection_penalty: bool = False):
         super().__init__(epsilon, delta)
         # checked here, stored as passed (get_params, sklearn.base.clone); _resolve_options derives in fit
         if isinstance(queries, str):
             if queries not in SELECTIONS:
                 raise ValueError(f"queries must be 'mst', 'aim' or a list of column tuples, got {queries!r}")
-        elif not _as_query_list(queries, "queries"):
+        elif not as_query_list(queries, "queries"):
             raise ValueError("queries must list at least one column tuple, e.g. [('age', 'income')]")
         if inference not in INFERENCE and inference != "mcmc":  # "mcmc": the earlier name of "hmc"
             raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
@@ -254,7 +260,9 @@ class NAPSUMQ(PosteriorSampling, Generator):
         if forced_queries is not None:
             if queries not in SELECTIONS:
                 raise ValueError("forced_queries is used only with queries='mst' or 'aim'; list them in queries instead")
-            _as_query_list(forced_queries, "forced_queries")
+            as_query_list(forced_queries, "forced_queries")
+        if not isinstance(selection_penalty, (bool, np.bool_)):
+            raise TypeError(f"selection_penalty must be True or False, got {selection_penalty!r}")
         if on_not_mixed not in ("warn", "raise"):
             raise ValueError(f"on_not_mixed must be 'warn' or 'raise', got {on_not_mixed!r}")
         self._set_params(locals(), {
@@ -270,8 +278,8 @@ class NAPSUMQ(PosteriorSampling, Generator):
         tuples, ``inference="mcmc"`` as ``"hmc"``, the sampler settings left at None from
         :data:`MCMC_DEFAULTS` of that inference (attributes with a trailing underscore)."""
         self.inference_ = "hmc" if self.inference == "mcmc" else self.inference
-        self.queries_ = self.queries if isinstance(self.queries, str) else _as_query_list(self.queries, "queries")
-        self.forced_queries_ = [] if self.forced_queries is None else _as_query_list(self.forced_queries,
+        self.queries_ = self.queries if isinstance(self.queries, str) else as_query_list(self.queries, "queries")
+        self.forced_queries_ = [] if self.forced_queries is None else as_query_list(self.forced_queries,
                                                                                       "forced_queries")
         inc = self.incomplete
         self.incomplete_ = None if inc is None else [str(c) for c in ([inc] if isinstance(inc, str) else inc)]
@@ -400,7 +408,9 @@ class NAPSUMQ(PosteriorSampling, Generator):
             one_way, cliques = mst_select(rows, domain, rho, self.ledger, source, forced=forced,
                                           split=(split.one_way / rho, split.selection / rho),
                                           step="NAPSU-MQ MST selection", first_among=among,
-                                          max_pair_cells=self.max_cells)
+                                          max_pair_cells=self.max_cells, noise_sd=planned_sd(
+                                              split, len(forced), len(domain), self.analysis_weight)
+                                          if self.selection_penalty else None)
         return one_way + self._measure_tables(rows, domain, maximal_cliques(cliques), fixed, source, step)
 
     def _measure_tables(self, rows, domain, tables, fixed, source, step) -> list[Measurement]:
@@ -579,22 +589,3 @@ def adult_reduced(df, schema):
             "source": "public transformation of the adult schema (Räisä et al. 2023, Supp. E)"} for c in ADULT_COLUMNS}})
     return frame, sch
 
-
-def _as_query_list(queries, name) -> list[tuple]:
-    if isinstance(queries, (str, bytes)) or not hasattr(queries, "__iter__"):
-        raise TypeError(f"{name} must be a list of column tuples such as [('age', 'income')], got {queries!r}")
-    out = []
-    for q in queries:
-        if isinstance(q, str):
-            q = (q,)
-        if not hasattr(q, "__iter__"):
-            raise TypeError(f"each entry of {name} must be a tuple of column names, got {q!r}")
-        q = tuple(str(c) for c in q)
-        if not q:
-            raise ValueError(f"{name} contains an empty query; each query needs at least one column")
-        if len(set(q)) != len(q):
-            raise ValueError(f"query {q} names a column twice")
-        if any(set(q) == set(o) for o in out):
-            raise ValueError(f"{name} lists the marginal {q} twice; list each set of columns once")
-        out.append(q)
-    return out

@@ -58,3 +58,18 @@ def split_measurement(rho: float, n_analysis: int, n_other: int, analysis_weight
         return (float(rho), 0.0) if n_analysis else (0.0, float(rho))
     a = analysis_weight * n_analysis
     return float(rho) * a / (a + n_other), float(rho) * n_other / (a + n_other)
+
+
+def planned_sd(split: RhoSplit, n_analysis: int, n_columns: int, analysis_weight: float) -> float:
+    """The noise sd a selected table will get, planned before selection from public counts only:
+    ``n_analysis`` analysis tables and at most ``n_columns`` − 1 tree edges measured with
+    ``split.measurement`` (:func:`split_measurement`); a table group of T tables at ρ has σ = √(T/(2ρ)).
+    An upper bound (the tree may need fewer edges), used to weigh MST's scores
+    (:func:`dpsynth.marginals.mst.noise_penalty`).
+
+    >>> round(planned_sd(split_rho(0.0149, 0.2, True), 5, 15, 2.0), 1)  # ε = 1, δ = 1/32,561² on 15 columns
+    31.7
+    """
+    n_other = max(n_columns - 1, 1)
+    _, rho_other = split_measurement(split.measurement, n_analysis, n_other, analysis_weight)
+    return float((n_other / (2.0 * rho_other)) ** 0.5)

@@ -78,3 +78,25 @@ def check_queries(domain: Domain, known: Sequence[tuple], among: Sequence[tuple]
         raise ValueError(f"no column pair can join {alone} to the other columns within max_cells={max_cells} "
                          "cells; coarsen those columns (fewer bins or categories in the schema) or raise max_cells")
     return allowed_among
+
+
+def as_query_list(queries, name) -> list[tuple]:
+    """``queries`` (a list of column tuples; a bare name is a 1-column query) as tuples of str,
+    with a TypeError / ValueError that says what is wrong (``name``: the option, for the message)."""
+    if isinstance(queries, (str, bytes)) or not hasattr(queries, "__iter__"):
+        raise TypeError(f"{name} must be a list of column tuples such as [('age', 'income')], got {queries!r}")
+    out = []
+    for q in queries:
+        if isinstance(q, str):
+            q = (q,)
+        if not hasattr(q, "__iter__"):
+            raise TypeError(f"each entry of {name} must be a tuple of column names, got {q!r}")
+        q = tuple(str(c) for c in q)
+        if not q:
+            raise ValueError(f"{name} contains an empty query; each query needs at least one column")
+        if len(set(q)) != len(q):
+            raise ValueError(f"query {q} names a column twice")
+        if any(set(q) == set(o) for o in out):
+            raise ValueError(f"{name} lists the marginal {q} twice; list each set of columns once")
+        out.append(q)
+    return out

@@ -13,6 +13,12 @@ Neighbouring relation: add/remove one row (tables are available-case counts,
    the forced cliques), each with ρ₂/(r − 1) (bounded-range analysis, ε = √(8ρ)), choosing among the
    pairs that join two components.
 
+With ``noise_sd=σ`` each score is lowered by AIM's expected L1 error of measuring that pair with
+Gaussian noise of sd σ, √(2/π)·σ·cells (:func:`noise_penalty`; McKenna, Mullins, Sheldon & Miklau
+2022, AIM's quality score): a large table is then chosen only where its dependence exceeds the noise
+its measurement will add. The penalty reads the public domain and the planned σ only, so each
+score's sensitivity stays 1.
+
 Deviations from private-pgm, documented: no ``compress_domain`` (rare levels are not merged for
 selection), the independence model is the clipped-and-normalised 1-ways rather than a mirror-descent
 fit (for 1-way measurements alone they agree up to the projection), and under available-case
@@ -64,10 +70,23 @@ def pair_scores(rows: Rows | np.ndarray, domain: Domain, one_way: Sequence[Measu
     return out
 
 
+def noise_penalty(domain: Domain, pairs: Sequence[tuple], sigma: float) -> np.ndarray:
+    """√(2/π)·σ·cells for each pair: the expected L1 error of a table of that many cells measured
+    with Gaussian noise of sd ``sigma`` (AIM's penalty). Public: domain sizes and σ only.
+
+    >>> from dpsynth.graphical import Domain
+    >>> noise_penalty(Domain(["a", "b", "c"], [2, 3, 40]), [("a", "b"), ("b", "c")], 10.0).round(1)
+    array([ 47.9, 957.5])
+    """
+    cells = np.array([domain.project(p).size() for p in pairs], dtype=float)
+    return np.sqrt(2.0 / np.pi) * float(sigma) * cells
+
+
 def mst_select(rows: Rows | np.ndarray, domain: Domain, rho: float, ledger: PrivacyLedger, source: NoiseSource,
                forced: Sequence[Sequence[Hashable]] = (), split: tuple[float, float] = (1 / 3, 1 / 3),
                step: str = "MST", first_among: Sequence[tuple] = (),
-               max_pair_cells: int | None = None) -> tuple[list[Measurement], list[tuple]]:
+               max_pair_cells: int | None = None,
+               noise_sd: float | None = None) -> tuple[list[Measurement], list[tuple]]:
     """MST selection with total budget ``split[0]·rho`` (1-way marginals) + ``split[1]·rho`` (edge
     selection). Returns the released 1-way measurements and the 2-way cliques (forced pairs first,
     then selected edges, each as an attribute pair in domain order).
@@ -76,7 +95,9 @@ def mst_select(rows: Rows | np.ndarray, domain: Domain, rho: float, ledger: Priv
     of their columns is chosen first, each column on its own; then the usual tree joins every
     component left after the forced cliques and those edges. All rounds share ``split[1]·rho``
     equally. ``max_pair_cells``: the tree's edges are chosen among pairs of at most that many cells
-    (a public limit; the caller checks that they can join every column)."""
+    (a public limit; the caller checks that they can join every column). ``noise_sd``: the sd the
+    caller will measure the chosen pairs with; each score is lowered by :func:`noise_penalty`
+    (None: private-pgm's scores)."""
     attrs = list(domain.attrs)
     rows = as_rows(rows, domain.shape)
     rho_one, rho_select = split[0] * rho, split[1] * rho
@@ -106,9 +127,13 @@ def mst_select(rows: Rows | np.ndarray, domain: Domain, rho: float, ledger: Priv
         def pick(candidates, label):
             need = [p for p in candidates if p not in scores]
             scores.update(zip(need, pair_scores(rows, domain, one_way, need)))
-            k = exponential_mechanism(np.array([scores[p] for p in candidates]), rho=rho_edge, sensitivity=1.0,
-                                      ledger=ledger, source=source, step=f"{step}: {label}", relation=RELATION,
-                                      note="L1 error of the independence model")
+            q = np.array([scores[p] for p in candidates])
+            if noise_sd is not None:
+                q = q - noise_penalty(domain, candidates, noise_sd)
+            k = exponential_mechanism(q, rho=rho_edge, sensitivity=1.0, ledger=ledger, source=source,
+                                      step=f"{step}: {label}", relation=RELATION,
+                                      note="L1 error of the independence model"
+                                      + (" less the noise the table's measurement adds" if noise_sd else ""))
             return candidates[k]
 
         for k in range(rounds_first):
