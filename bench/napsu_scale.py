@@ -20,7 +20,7 @@ present at each width):
   + sex + race cover the coefficients of the same regression on the real data (all 32,561 rows,
   the same binning).
 
-Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0]
+Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0] [--selection-penalty]
 Prints progress on stderr and one JSON object on the last line of stdout.
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ def generator(n: int, cols, **options):
     return NAPSUMQ(1.0, 1 / n ** 2, analyses=[analysis(cols)], **options)
 
 
-def built_model(df, schema, cols, seed):
+def built_model(df, schema, cols, seed, **options):
     """The likelihood NAPSU-MQ builds on the first columns ``cols`` (selection and measurement run
     as in a fit; the posterior is not sampled)."""
     from dpsynth.generators.napsu import NAPSUMQ
@@ -63,7 +63,7 @@ def built_model(df, schema, cols, seed):
         captured["gen"] = self
         self.diagnostics_ = {}
 
-    gen = generator(len(df), cols)
+    gen = generator(len(df), cols, **options)
     gen._fit_posterior = keep.__get__(gen, NAPSUMQ)
     gen.fit(df[cols], schema.subset(cols), seed=seed)
     return captured["gen"], captured["measurements"]
@@ -115,14 +115,14 @@ def surrogate_gradients(lik, x_ref, chains: int = 16, repeats: int = 10) -> dict
     return out
 
 
-def one_fit(df, schema, cols, seed):
+def one_fit(df, schema, cols, seed, **options):
     """Fit + 20 datasets on ``cols``; (generator, pooled table, seconds)."""
     import dpsynth
 
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        gen = generator(len(df), cols).fit(df[cols], schema.subset(cols), seed=seed)
+        gen = generator(len(df), cols, **options).fit(df[cols], schema.subset(cols), seed=seed)
         res = gen.sample(m=20, seed=seed + 1)
     seconds = time.perf_counter() - t0
     frames = [bin_index(d, schema) for d in res.datasets]
@@ -160,16 +160,19 @@ def main(argv=None):
     ap.add_argument("--fit-widths", type=int, nargs="*", default=[], help="widths also fitted, for ESS per second")
     ap.add_argument("--reps", type=int, default=1, help="fits + 20 datasets at 15 columns (coverage)")
     ap.add_argument("--seed0", type=int, default=0)
+    ap.add_argument("--selection-penalty", action="store_true",
+                    help="NAPSU-MQ(selection_penalty=True): MST scores less the noise each table adds")
     args = ap.parse_args(argv)
+    options = {"selection_penalty": True} if args.selection_penalty else {}
     torch.set_num_threads(1)
     df, schema = dpsynth.load_dataset("adult")
-    out = {"machine": _common.machine(), "note": _common.CONTENTION, "growth": []}
+    out = {"machine": _common.machine(), "note": _common.CONTENTION, "growth": [], "options": options}
     for k in args.widths:
         cols = ORDER[:k]
-        gen, measurements = built_model(df, schema, cols, seed=args.seed0)
+        gen, measurements = built_model(df, schema, cols, seed=args.seed0, **options)
         row = per_evaluation(gen, measurements)
         if k in args.fit_widths:
-            fitted, _, seconds = one_fit(df, schema, cols, args.seed0)
+            fitted, _, seconds = one_fit(df, schema, cols, args.seed0, **options)
             d = fitted.diagnostics_
             row.update({"fit_plus_20_seconds": round(seconds, 1), "mcmc_seconds": round(d.get("mcmc_seconds", np.nan), 1),
                         "ess_bulk_min_cells": round(d.get("ess_bulk_min_cells", np.nan), 1),
@@ -188,7 +191,7 @@ def main(argv=None):
                                   rule="mi").to_frame().set_index("term")["estimate"]
         cover, seconds, rhat, ess, mixed = [], [], [], [], []
         for r in range(args.reps):
-            gen, tab, sec = one_fit(df, schema, ORDER, args.seed0 + r)
+            gen, tab, sec = one_fit(df, schema, ORDER, args.seed0 + r, **options)
             tab = tab.reindex(real.index)
             cover.append(((tab["conf.low"] <= real) & (real <= tab["conf.high"])).to_numpy())
             seconds.append(sec)
