@@ -9,7 +9,7 @@ logistic regression on the complete truth. The same fit with ``missing="availabl
 comparison (``--compare``). For MNARQ the δ-adjusted fits (``mnar_shift``) show how far the
 sensitivity option moves each estimate.
 
-Usage: python bench/napsu_missing.py [--reps 20] [--mechanisms MCAR MAR] [--mnar-reps 2] [--compare]
+Usage: python bench/napsu_missing.py [--reps 20] [--mechanisms MCAR MAR] [--mnar-reps 2] [--compare] [--selection-penalty]
 (``--reps 0`` runs the MNAR part alone.)
 Prints one line per repeat and one JSON object on its last line. Timings are wall-clock: "fit + 20
 datasets" is the synthesis (as in bench/napsu_validity.py), the pooling of the 20 logistic fits apart.
@@ -52,7 +52,7 @@ PER_FIT = ("gradient_evaluations", "mcmc_seconds", "draws_per_chain", "transient
            "restarts", "importance_efficiency")
 
 
-def study(d, s, mechanism, eps, reps, mode, seed0=0):
+def study(d, s, mechanism, eps, reps, mode, seed0=0, **options):
     truth = pooled([d, d], FORMULA, "binomial", numeric_midpoints, rule="mi")
     real, real_width = truth["estimate"], 2 * 1.959964 * np.sqrt(truth["ubar"])
     cover, ratio, seconds, pool_seconds, rhat, ess, rate, mixed, fits = [], [], [], [], [], [], [], [], []
@@ -62,6 +62,7 @@ def study(d, s, mechanism, eps, reps, mode, seed0=0):
         incomplete = [c for c in dm.columns if dm[c].isna().any()]
         rate.append(float(dm.isna().to_numpy().mean()))
         kw = {"missing": mode, "incomplete": incomplete} if mode == "mar" else {"missing": mode}
+        kw.update(options)
         gen, tab, sec, sec_pool = one_fit(dm, s, eps, seed, **kw)
         pool_seconds.append(sec_pool)
         tab = tab.reindex(real.index)
@@ -125,20 +126,23 @@ def main(argv=None):
     ap.add_argument("--eps", type=float, default=1.0)
     ap.add_argument("--mechanisms", nargs="*", default=["MCAR", "MAR"])
     ap.add_argument("--compare", action="store_true", help="also run missing='available-case'")
+    ap.add_argument("--selection-penalty", action="store_true",
+                    help="NAPSU-MQ(selection_penalty=True): MST scores less the noise each table adds")
     ap.add_argument("--mnar-reps", type=int, default=2)
     ap.add_argument("--mnar-cut", nargs="*", default=["both", "upper"], help="MNARQ tails censored, one study each")
     ap.add_argument("--mnar-shifts", nargs="*", type=float, default=[-1.0, 0.0, 1.0])
     ap.add_argument("--mnar-columns", choices=["all", "ordered"], default="all",
                     help="shift every incomplete column, or only those with ordered levels (ORDERED)")
     args = ap.parse_args(argv)
+    options = {"selection_penalty": True} if args.selection_penalty else {}
     df, schema = dpsynth.load_dataset("adult")
     d, s = adult_reduced(df, schema)
     d = d.dropna().reset_index(drop=True)
     s = s.declare_missing([])  # incomplete= names the simulated columns per repeat
-    out = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "studies": []}
+    out = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "studies": [], "options": options}
     for mech in args.mechanisms if args.reps > 0 else []:  # --reps 0: the MNAR part alone
         for mode in ["mar"] + (["available-case"] if args.compare else []):
-            out["studies"].append(study(d, s, mech, args.eps, args.reps, mode, args.seed0))
+            out["studies"].append(study(d, s, mech, args.eps, args.reps, mode, args.seed0, **options))
     if args.mnar_reps:
         out["mnar"] = [mnar_sensitivity(d, s, args.eps, args.mnar_reps, tuple(args.mnar_shifts), cut=cut,
                                         columns=args.mnar_columns)
