@@ -116,3 +116,18 @@ test_that("dp_progress turns the engine's progress reports on and off", {
   expect_error(dp_progress(NA), "TRUE or FALSE")
   expect_error(dp_progress("yes"), "TRUE or FALSE")
 })
+
+test_that("napsu-mq's selection_penalty reaches MST from R (its ledger notes say so)", {
+  skip_if_no_engine()
+  set.seed(4)
+  d <- data.frame(sex = factor(sample(c("F", "M"), 400, TRUE)), reg = factor(sample(letters[1:6], 400, TRUE)),
+                  grp = factor(sample(c("u", "v", "w"), 400, TRUE)))
+  sch <- list(sex = list(type = "categorical", categories = c("F", "M")),
+              reg = list(type = "categorical", categories = letters[1:6]),
+              grp = list(type = "categorical", categories = c("u", "v", "w")))
+  s <- suppressWarnings(dp_synthesize(d, "napsu-mq", epsilon = 2, delta = 1e-6, m = 1, seed = 2, schema = sch,
+                                      selection_penalty = TRUE))
+  edges <- s$ledger[grepl("edge", s$ledger$step), ]
+  expect_equal(nrow(edges), 2L)
+  expect_true(all(grepl("less the noise", edges$note)))
+})
