@@ -273,20 +273,19 @@ def test_selection_neighbour(measure_only):
     assert len(edges) == 3 and em[0].value.shape == (6,) and ow.sensitivity == pytest.approx(2.0)
 
 
-
 def _wide_and_narrow(n, rng):
-    """w (40 levels), s (2) and m (20): independent columns, so MST's choice for w is noise."""
-    return pd.DataFrame({"w": rng.integers(0, 40, n), "s": rng.integers(0, 2, n), "m": rng.integers(0, 20, n)})
+    """(data, schema): w (40 levels), s (2) and m (20), independent columns, so MST's choice for w
+    is noise."""
+    df = pd.DataFrame({"w": rng.integers(0, 40, n), "s": rng.integers(0, 2, n), "m": rng.integers(0, 20, n)})
+    return df, dpsynth.Schema.from_dict({c: {"type": "categorical", "categories": list(range(k))}
+                                         for c, k in (("w", 40), ("s", 2), ("m", 20))})
 
 
 def test_selection_penalty_scores_and_neighbours():
     """MST with ``noise_sd``: the scores handed to the exponential mechanism are private-pgm's less
     √(2/π)·σ·cells (public), so they still differ by at most 1 between neighbours; with the
     penalty the wide table of independent columns gives way to the narrow one."""
-    df = _wide_and_narrow(3000, np.random.default_rng(7))
-    schema = dpsynth.Schema.from_dict({"w": {"type": "categorical", "categories": list(range(40))},
-                                       "s": {"type": "categorical", "categories": [0, 1]},
-                                       "m": {"type": "categorical", "categories": list(range(20))}})
+    df, schema = _wide_and_narrow(3000, np.random.default_rng(7))
     dom = Domain(schema.names, schema.domain_sizes)
     assert noise_penalty(dom, [("w", "s"), ("w", "m")], 10.0) == pytest.approx(np.sqrt(2 / np.pi) * 10 * np.array([80, 800]))
     picked = {}
@@ -294,8 +293,8 @@ def test_selection_penalty_scores_and_neighbours():
         em_values = []
         for d in (df, df.iloc[1:]):  # D and D' (one row removed), the same noise stream
             with record_noise_inputs() as rec:
-                one_way, edges = mst_select(schema.encode(d), dom, cdp_rho(1.0, 1e-6), PrivacyLedger(1.0, 1e-6), NoiseSource(3),
-                                            noise_sd=sd)
+                one_way, edges = mst_select(schema.encode(d), dom, cdp_rho(1.0, 1e-6), PrivacyLedger(1.0, 1e-6),
+                                            NoiseSource(3), noise_sd=sd)
             em = [c for c in rec.calls if c.mechanism == "exponential mechanism"]
             em_values.append(em[0].value)
             if d is df:
@@ -311,10 +310,7 @@ def test_selection_penalty_scores_and_neighbours():
 
 def test_napsu_selection_penalty_option(measure_only):
     """``selection_penalty=True`` reaches MST (its ledger notes say so); a non-bool is refused."""
-    df = _wide_and_narrow(3000, np.random.default_rng(8))
-    schema = dpsynth.Schema.from_dict({"w": {"type": "categorical", "categories": list(range(40))},
-                                       "s": {"type": "categorical", "categories": [0, 1]},
-                                       "m": {"type": "categorical", "categories": list(range(20))}})
+    df, schema = _wide_and_narrow(3000, np.random.default_rng(8))
     gen = NAPSUMQ(1.0, 1e-6, selection_penalty=True, max_cells=4096).fit(df, schema, seed=2)
     notes = gen.ledger.to_frame()["note"]
     assert notes.str.contains("less the noise").sum() == 2  # both tree edges

@@ -126,14 +126,12 @@ def mst_select(rows: Rows | np.ndarray, domain: Domain, rho: float, ledger: Priv
 
         def pick(candidates, label):
             need = [p for p in candidates if p not in scores]
-            scores.update(zip(need, pair_scores(rows, domain, one_way, need)))
-            q = np.array([scores[p] for p in candidates])
-            if noise_sd is not None:
-                q = q - noise_penalty(domain, candidates, noise_sd)
-            k = exponential_mechanism(q, rho=rho_edge, sensitivity=1.0, ledger=ledger, source=source,
-                                      step=f"{step}: {label}", relation=RELATION,
-                                      note="L1 error of the independence model"
-                                      + (" less the noise the table's measurement adds" if noise_sd else ""))
+            q = pair_scores(rows, domain, one_way, need)  # penalised once per pair, with its score
+            scores.update(zip(need, q if noise_sd is None else q - noise_penalty(domain, need, noise_sd)))
+            k = exponential_mechanism(np.array([scores[p] for p in candidates]), rho=rho_edge, sensitivity=1.0,
+                                      ledger=ledger, source=source, step=f"{step}: {label}", relation=RELATION,
+                                      note="L1 error of the independence model" + (
+                                          "" if noise_sd is None else " less the noise the table's measurement adds"))
             return candidates[k]
 
         for k in range(rounds_first):
