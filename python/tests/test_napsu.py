@@ -321,6 +321,20 @@ def test_napsu_selection_penalty_option(measure_only):
         NAPSUMQ(1.0, 1e-6, selection_penalty="yes")
 
 
+def test_napsu_analysis_on_a_derived_column_measures_its_source(measure_only):
+    """An analysis naming a column the schema derives from another plans its tables on the source
+    (the model holds only the source; the derived column is written after sampling)."""
+    schema = dpsynth.Schema.from_dict({
+        **{c: {"type": "categorical", "categories": [0, 1]} for c in ["x1", "x2", "y"]},
+        "x1_label": {"type": "categorical", "categories": ["no", "yes"], "derived_from": "x1"}})
+    df = toy_data(500, np.random.default_rng(5)).assign(x1_label=None)  # never read
+    gen = NAPSUMQ(1.0, 1e-6, analyses=["y ~ x1_label + x2"]).fit(df, schema, seed=1)
+    assert list(gen.domain_.attrs) == ["x1", "x2", "y"]
+    same = NAPSUMQ(1.0, 1e-6, analyses=["y ~ x1 + x2"]).fit(df, schema, seed=1)
+    assert gen.selected_queries_ == same.selected_queries_ == [("x1", "y"), ("x2", "y"), ("x1", "x2")]
+    assert gen.analyses_ == ["y ~ x1_label + x2"]
+
+
 # ---------------------------------------------------------------------- missing data
 def test_available_case_with_missing_values():
     rng = np.random.default_rng(6)

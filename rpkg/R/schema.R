@@ -40,3 +40,23 @@ schema_to_py <- function(schema) {
   py_try(dp_bridge()$schema_from_r(as.character(jsonlite::toJSON(unclass(schema), auto_unbox = TRUE, null = "null",
                                                                   digits = NA))), "schema")
 }
+
+# The schema with `column` declared a function of `from` (man/dp_derived.Rd); the engine checks it.
+dp_derived <- function(schema, column, from, map = NULL) {
+  if (!is.list(schema)) stop("`schema` must be a schema from dp_schema() or attr(dp_dataset(...), \"dp_schema\")",
+                             call. = FALSE)
+  for (arg in c("column", "from")) {
+    v <- get(arg)
+    if (!is.character(v) || length(v) != 1L || is.na(v)) stop(sprintf("`%s` must be one column name", arg), call. = FALSE)
+  }
+  spec <- unclass(schema)
+  in_columns <- is.list(spec$columns)
+  cols <- if (in_columns) spec$columns else spec
+  if (is.null(cols[[column]])) {
+    stop(sprintf("column '%s' is not in the schema; its columns are %s", column, paste(names(cols), collapse = ", ")),
+         call. = FALSE)
+  }
+  cols[[column]]$derived_from <- if (is.null(map)) from else list(column = from, map = as.list(map))
+  if (in_columns) spec$columns <- cols else spec <- cols
+  structure(py_r(schema_to_py(spec)$to_dict()), class = "dpsynth_schema")
+}

@@ -32,7 +32,15 @@ from ..privacy import NoiseSource, PrivacyLedger
 from ..result import SynthResult
 from ..persist import load_object, to_bytes
 from ..schema import Schema, atomic_write_bytes, cast_to_schema
+from ..schema.derived import derive
 from ..validation import check_count, check_delta, check_epsilon, check_seed
+
+
+def derived_dropped(table, schema: Schema):
+    """The private ``table`` without the schema's derived columns, which are never read
+    (:mod:`dpsynth.schema.derived`); its column names are checked against the whole schema first."""
+    schema.check_columns(table.columns)
+    return table.without(schema.derived)
 
 
 class Generator:
@@ -99,11 +107,15 @@ class Generator:
             raise TypeError(f"schema must be a dpsynth.Schema (e.g. Schema.from_json(path)), got {type(schema).__name__}")
         seed = check_seed(seed)
         table = open_table(df, schema)
+        self.columns_ = list(table.columns)
+        self.output_schema_ = schema
+        if schema.derived:  # modelled columns only; the derived ones are written after sampling
+            table = derived_dropped(table, schema)
+            schema = schema.modelled()
         table.validate(schema, allow_empty=allow_empty)
         if self.needs_bounds:
             schema.require_bounds()
         self.schema_ = schema
-        self.columns_ = list(table.columns)
         paid = schema.privacy if charge_schema else None
         if paid:
             self.ledger = PrivacyLedger(self.epsilon + paid["epsilon"], (self.delta or 0.0) + paid.get("delta", 0.0))
@@ -137,7 +149,7 @@ class Generator:
         rng = NoiseSource(check_seed(seed)).spawn()
         frames = [self._finish(self._sample_frame(n, rng, i)) for i in progress(range(m), f"sampling {m} datasets")]
         return SynthResult(datasets=frames, ledger=self.ledger, method=self.method or type(self).__name__,
-                           schema=self.schema_, generator=self)
+                           schema=getattr(self, "output_schema_", self.schema_), generator=self)
 
     def default_n(self) -> int:
         """Rows per synthetic dataset when ``n`` is not given: ``self.n_``, set by ``_fit`` from a
@@ -152,8 +164,12 @@ class Generator:
         raise NotImplementedError
 
     def _finish(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """The caller's column order, each column in the schema's output dtype (never the private one)."""
-        return cast_to_schema(frame[self.columns_], self.schema_)
+        """The caller's column order, each column in the schema's output dtype (never the private one),
+        with the schema's derived columns written from their sources (:mod:`dpsynth.schema.derived`)."""
+        schema = getattr(self, "output_schema_", self.schema_)  # files saved before derived columns: schema_
+        if schema.derived:
+            frame = derive(frame, schema)
+        return cast_to_schema(frame[self.columns_], schema)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> None:

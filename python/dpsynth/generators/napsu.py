@@ -328,11 +328,16 @@ class NAPSUMQ(PosteriorSampling, Generator):
             return [], [], []
         from ..analyses import congenial_queries, parse_analyses
 
-        parsed = parse_analyses(self.analysis_list_, list(domain.attrs))
-        plan = congenial_queries(parsed, {a: domain.size(a) for a in domain.attrs})
+        out = getattr(self, "output_schema_", self.schema_)  # a derived column stands for its source
+        source = {b: out[b].derived_from for b in out.derived}
+        parsed = parse_analyses(self.analysis_list_, list(domain.attrs) + list(source))
+        plan = congenial_queries(parsed, {a: domain.size(source.get(a, a)) for a in (*domain.attrs, *source)})
         pos = {a: i for i, a in enumerate(domain.attrs)}
-        fixed = [tuple(sorted(c, key=pos.get)) for c in plan.fixed]
-        among = [tuple(sorted(c, key=pos.get)) for c in plan.select_among]
+
+        def modelled(clique):
+            return tuple(sorted(dict.fromkeys(source.get(a, a) for a in clique), key=pos.get))
+        fixed = list(dict.fromkeys(modelled(c) for c in plan.fixed))
+        among = [q for q in dict.fromkeys(modelled(c) for c in plan.select_among) if len(q) == 2]
         return fixed, among, parsed
 
     def _check_queries(self, domain: Domain, fixed, among) -> list[tuple]:

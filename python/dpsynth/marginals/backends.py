@@ -22,6 +22,8 @@ categorical columns as text.
 """
 from __future__ import annotations
 
+import copy
+
 import json
 import os
 import uuid
@@ -80,6 +82,14 @@ class Table:
         self.max_distinct = int(max_distinct)
         self.max_cells_in_memory = int(max_cells_in_memory)
 
+    ignored: frozenset = frozenset()  # columns never read (a schema's derived columns: ``without``)
+
+    def without(self, names) -> "Table":
+        """This table with the columns ``names`` left unread (:mod:`dpsynth.schema.derived`)."""
+        out = copy.copy(self)
+        out.ignored = frozenset(names)
+        return out
+
     def validate(self, schema: Schema, allow_empty: bool = False) -> None:  # pragma: no cover
         raise NotImplementedError
 
@@ -103,6 +113,10 @@ class FrameTable(Table):
         super().__init__(**opts)
         self.df = df
         self.columns = [str(c) for c in df.columns]
+
+    def without(self, names):
+        return FrameTable(self.df[[c for c in self.df.columns if str(c) not in set(names)]],
+                          max_distinct=self.max_distinct, max_cells_in_memory=self.max_cells_in_memory)
 
     def validate(self, schema, allow_empty=False):
         schema.validate(self.df, allow_empty=allow_empty)
@@ -231,8 +245,10 @@ class SQLTable(Table):
     def _check_types(self, schema) -> None:
         if not self.columns:
             raise ValueError(f"the {self.kind} table has no columns")
-        schema.check_columns(self.columns)
+        schema.check_columns([c for c in self.columns if c not in self.ignored])
         for name, typ in zip(self.columns, self._types()):
+            if name in self.ignored:
+                continue
             col = schema.columns[name]
             base = _base_type(typ)
             if not col.is_categorical and not (base in _INTEGER_TYPES or base in _FLOAT_TYPES

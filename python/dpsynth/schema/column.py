@@ -28,6 +28,11 @@ class Column:
     respondents may skip). It is a declaration, never read from the rows; generators that model
     missingness (NAPSU-MQ's default ``missing="auto"``) use it to decide, without looking,
     which columns get a response indicator.
+    ``derived_from``: public knowledge that this (categorical) column is a function of another
+    column of the schema (Adult's ``education`` is a recoding of ``education-num``);
+    ``derived_map`` gives this column's category for each level of that column, in its order
+    (``None``: level i is category i). Generators never read a derived column's values: they
+    model the source column and derive this one from it after sampling (:mod:`dpsynth.schema.derived`).
     """
 
     name: str
@@ -40,6 +45,8 @@ class Column:
     integer: bool = False
     source: str | None = None
     missing: bool = False
+    derived_from: str | None = None
+    derived_map: tuple | None = None
 
     @property
     def is_categorical(self) -> bool:
@@ -89,6 +96,9 @@ class Column:
             d["source"] = self.source
         if self.missing:
             d["missing"] = True
+        if self.derived_from is not None:
+            d["derived_from"] = (self.derived_from if self.derived_map is None
+                                 else {"column": self.derived_from, "map": list(self.derived_map)})
         return d
 
 
@@ -100,7 +110,7 @@ def column_from_dict(name: str, spec: Mapping[str, Any]) -> Column:
     if not isinstance(spec, Mapping):
         raise TypeError(f"schema entry for {name!r} must be a dict like "
                         "{'type': 'categorical', 'categories': [...]}; got {type(spec).__name__}")
-    known = {"type", "categories", "ordered", "lower", "upper", "bins", "integer", "source", "missing"}
+    known = {"type", "categories", "ordered", "lower", "upper", "bins", "integer", "source", "missing", "derived_from"}
     unknown = set(spec) - known
     if unknown:
         raise ValueError(f"schema entry for {name!r} has unknown keys {sorted(unknown)}; "
@@ -120,8 +130,9 @@ def column_from_dict(name: str, spec: Mapping[str, Any]) -> Column:
                              "remove it from 'categories' (missing cells are handled separately)")
         if len(set(cats)) != len(cats):
             raise ValueError(f"column {name!r} lists a category twice; categories must be unique")
+        source, mapping = _derivation(name, spec.get("derived_from"))
         return Column(name, "categorical", categories=cats, ordered=bool(spec.get("ordered", False)),
-                      source=spec.get("source"), missing=may_miss)
+                      source=spec.get("source"), missing=may_miss, derived_from=source, derived_map=mapping)
     if kind in _NUM_ALIASES:
         lower, upper = spec.get("lower"), spec.get("upper")
         for k, v in (("lower", lower), ("upper", upper)):
@@ -140,7 +151,28 @@ def column_from_dict(name: str, spec: Mapping[str, Any]) -> Column:
         elif bins is not None:
             if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
                 raise ValueError(f"column {name!r}: bins must be a positive integer or a list of edges")
+        if spec.get("derived_from") is not None:
+            raise ValueError(f"column {name!r}: only a categorical column can be 'derived_from' another column")
         integer = bool(spec.get("integer", kind == "integer"))
         return Column(name, "numeric", lower=lower, upper=upper, bins=bins, integer=integer,
                       source=spec.get("source"), missing=may_miss)
     raise ValueError(f"column {name!r}: type must be 'categorical' or 'numeric', got {spec.get('type')!r}")
+
+
+def _derivation(name: str, spec) -> tuple[str | None, tuple | None]:
+    """``derived_from`` of a schema entry: a column name (level i is category i), or
+    ``{"column": name, "map": [this column's category for each level of that column]}``."""
+    if spec is None:
+        return None, None
+    if isinstance(spec, str):
+        return spec, None
+    if isinstance(spec, Mapping) and set(spec) <= {"column", "map"} and isinstance(spec.get("column"), str):
+        mapping = spec.get("map")
+        if mapping is None:
+            return spec["column"], None
+        if isinstance(mapping, (str, bytes)) or not hasattr(mapping, "__len__"):
+            raise TypeError(f"column {name!r}: derived_from's 'map' must be a list (one category per level "
+                            f"of {spec['column']!r}), got {type(mapping).__name__}")
+        return spec["column"], tuple(mapping)
+    raise ValueError(f"column {name!r}: 'derived_from' must be a column name or {{'column': name, 'map': "
+                     f"[category for each level of that column]}}, got {spec!r}")

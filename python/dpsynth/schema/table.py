@@ -18,6 +18,7 @@ from .checks import (bound_number, check_frame, missing_domains_message, name_ma
                      unknown_categories_message)
 from .codes import category_codes, decode_column, encode_column
 from .column import DEFAULT_BINS, Column, DataDerivedSchemaWarning, column_from_dict
+from .derived import check_derivations
 from .learn import learn_domains
 from .sources import open_source
 
@@ -45,6 +46,7 @@ class Schema:
         if len(spec) == 0:
             raise ValueError("a schema needs at least one column")
         cols = {str(n): column_from_dict(str(n), s) for n, s in spec.items()}
+        check_derivations(cols)
         privacy = meta.get("privacy")
         if privacy is not None:
             if not isinstance(privacy, Mapping) or "epsilon" not in privacy or "spends" not in privacy:
@@ -221,6 +223,8 @@ class Schema:
                 bounds = f"[{c.lower:g}, {c.upper:g}]" if c.has_bounds else "no bounds"
                 bins = len(c.bins) - 1 if isinstance(c.bins, tuple) else (c.bins or DEFAULT_BINS)
                 domain = f"{bounds}, {bins} bins" + (", integer" if c.integer else "")
+            if c.derived_from is not None:
+                domain += f" (derived from {c.derived_from})"
             rows.append((name, c.type, domain + (" (may be missing)" if c.missing else ""), c.source or ""))
         return pd.DataFrame(rows, columns=["column", "type", "domain", "source"])
 
@@ -244,12 +248,26 @@ class Schema:
         return [c.size for c in self.columns.values()]
 
     def subset(self, names: Iterable[str]) -> "Schema":
+        """The schema of ``names`` only; a column derived from a column left out becomes an ordinary
+        column (its values are then read and modelled like any other)."""
         names = list(names)
         unknown = [n for n in names if n not in self.columns]
         if unknown:
             raise ValueError(f"columns {unknown} are not in the schema")
-        return Schema({n: self.columns[n] for n in names}, name=self.name, data_derived=self.data_derived,
-                      privacy=self.privacy)
+        cols = {n: self.columns[n] for n in names}
+        cols = {n: c if c.derived_from in (None, *cols) else dataclasses.replace(c, derived_from=None, derived_map=None)
+                for n, c in cols.items()}
+        return Schema(cols, name=self.name, data_derived=self.data_derived, privacy=self.privacy)
+
+    @property
+    def derived(self) -> list[str]:
+        """The columns declared ``derived_from`` another (:mod:`dpsynth.schema.derived`): never read,
+        written after sampling."""
+        return [c.name for c in self.columns.values() if c.derived_from is not None]
+
+    def modelled(self) -> "Schema":
+        """The schema of the columns a generator models: all but the :attr:`derived` ones."""
+        return self.subset([n for n in self.columns if n not in self.derived]) if self.derived else self
 
     @property
     def incomplete(self) -> list[str]:
@@ -296,6 +314,8 @@ class Schema:
         check_frame(df, allow_empty)
         self.check_columns([str(c) for c in df.columns])
         for name, col in self.columns.items():
+            if col.derived_from is not None:
+                continue  # never read (dpsynth.schema.derived)
             s = df[name]
             if col.is_categorical:
                 if (category_codes(s, col) == -2).any():  # a domain check: the message names no value

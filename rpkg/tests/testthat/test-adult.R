@@ -19,6 +19,8 @@ test_that("Adult: load, synthesise with privbayes-e, pool a glm, read the ledger
     ints <- vapply(d, is.numeric, NA)
     expect_false(any(vapply(d[ints], function(v) any(v == -2147483648, na.rm = TRUE), NA)))
     expect_false(any(vapply(d[ints], function(v) any(is.nan(v)), NA)))
+    # the schema derives education from education-num (levels 1-16 in the same order)
+    expect_identical(as.integer(d$education), as.integer(d[["education-num"]]))
   }
   fit <- suppressWarnings(dp_glm(income ~ age + sex + race, family = binomial, data = s))
   tab <- summary(fit)

@@ -99,3 +99,24 @@ test_that("dp_schema reads kinds from R types, declared levels and bounds, and v
   expect_error(dp_schema(d, bounds = list(i = c(0, 10), x = c(0, 5)), epsilon = 1, delta = 1e-6, seed = 1),
                "frequent enough.*declare its categories")
 })
+
+test_that("dp_derived declares a derived column; the engine checks it and never reads it", {
+  skip_if_no_engine()
+  df <- data.frame(years = c(0.5, 1.5, 2.5, 1.0, 2.2, 0.1), g = factor(c("a", "b", "a", "b", "a", "b")),
+                   level = factor(c("low", "low", "high", "low", "high", "low"), levels = c("low", "high")))
+  sch <- dp_schema(df, bounds = list(years = c(0, 3)), bins = 3L)
+  d <- dp_derived(sch, "level", from = "years", map = c("low", "low", "high"))
+  expect_s3_class(d, "dpsynth_schema")
+  expect_identical(d$columns$level$derived_from$column, "years")
+  expect_output(print(d), "derived from years")
+  expect_error(dp_derived(sch, "nope", from = "years"), "not in the schema")
+  expect_error(dp_derived(sch, "level", from = "years"), "same number of levels")
+  expect_error(dp_derived(sch, "level", from = "years", map = c("low", "mid", "high")), "not categories")
+  expect_error(dp_derived(sch, c("level", "g"), from = "years"), "one column name")
+  df$level <- factor(rep("high", 6), levels = c("low", "high"))  # contradicts the map: never read
+  s <- dp_synthesize(df, "privbayes", epsilon = 1, m = 2, schema = d, seed = 1)
+  for (x in s$syn) {
+    expect_identical(levels(x$level), c("low", "high"))
+    expect_identical(as.character(x$level), ifelse(is.na(x$years), NA, ifelse(x$years >= 2, "high", "low")))
+  }
+})
