@@ -29,6 +29,19 @@ def parser(doc: str) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(description=doc.split("\n")[0])
 
 
+def add_selection_penalty(ap: argparse.ArgumentParser) -> None:
+    """``--selection-penalty`` / ``--no-selection-penalty``: NAPSU-MQ's ``selection_penalty`` set
+    explicitly (MST scores less the noise each table's measurement adds, or private-pgm's scores);
+    neither: the generator's default. Read back by :func:`napsu_options`."""
+    ap.add_argument("--selection-penalty", action=argparse.BooleanOptionalAction, default=None,
+                    help="NAPSU-MQ(selection_penalty=...): MST scores less the noise each table adds, or not")
+
+
+def napsu_options(args) -> dict:
+    """The NAPSU-MQ options :func:`add_selection_penalty` set (``{}``: the defaults)."""
+    return {} if args.selection_penalty is None else {"selection_penalty": bool(args.selection_penalty)}
+
+
 def parse_list(text, cast=str) -> list:
     """A comma-separated option as a list (blanks dropped), each item through ``cast``."""
     return [cast(x.strip()) for x in str(text).split(",") if x.strip()]

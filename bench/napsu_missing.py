@@ -9,7 +9,7 @@ logistic regression on the complete truth. The same fit with ``missing="availabl
 comparison (``--compare``). For MNARQ the δ-adjusted fits (``mnar_shift``) show how far the
 sensitivity option moves each estimate.
 
-Usage: python bench/napsu_missing.py [--reps 20] [--mechanisms MCAR MAR] [--mnar-reps 2] [--compare] [--selection-penalty]
+Usage: python bench/napsu_missing.py [--reps 20] [--mechanisms MCAR MAR] [--mnar-reps 2] [--compare] [--[no-]selection-penalty]
 (``--reps 0`` runs the MNAR part alone.)
 Prints one line per repeat and one JSON object on its last line. Timings are wall-clock: "fit + 20
 datasets" is the synthesis (as in bench/napsu_validity.py), the pooling of the 20 logistic fits apart.
@@ -126,15 +126,14 @@ def main(argv=None):
     ap.add_argument("--eps", type=float, default=1.0)
     ap.add_argument("--mechanisms", nargs="*", default=["MCAR", "MAR"])
     ap.add_argument("--compare", action="store_true", help="also run missing='available-case'")
-    ap.add_argument("--selection-penalty", action="store_true",
-                    help="NAPSU-MQ(selection_penalty=True): MST scores less the noise each table adds")
+    _common.add_selection_penalty(ap)
     ap.add_argument("--mnar-reps", type=int, default=2)
     ap.add_argument("--mnar-cut", nargs="*", default=["both", "upper"], help="MNARQ tails censored, one study each")
     ap.add_argument("--mnar-shifts", nargs="*", type=float, default=[-1.0, 0.0, 1.0])
     ap.add_argument("--mnar-columns", choices=["all", "ordered"], default="all",
                     help="shift every incomplete column, or only those with ordered levels (ORDERED)")
     args = ap.parse_args(argv)
-    options = {"selection_penalty": True} if args.selection_penalty else {}
+    options = _common.napsu_options(args)
     df, schema = dpsynth.load_dataset("adult")
     d, s = adult_reduced(df, schema)
     d = d.dropna().reset_index(drop=True)

@@ -24,7 +24,7 @@ adult.names): at 15 columns NAPSU-MQ models 14 and writes ``education`` after sa
   + sex + race cover the coefficients of the same regression on the real data (all 32,561 rows,
   the same binning).
 
-Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0] [--selection-penalty]
+Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0] [--[no-]selection-penalty]
 Prints progress on stderr and one JSON object on the last line of stdout.
 """
 from __future__ import annotations
@@ -164,10 +164,9 @@ def main(argv=None):
     ap.add_argument("--fit-widths", type=int, nargs="*", default=[], help="widths also fitted, for ESS per second")
     ap.add_argument("--reps", type=int, default=1, help="fits + 20 datasets at 15 columns (coverage)")
     ap.add_argument("--seed0", type=int, default=0)
-    ap.add_argument("--selection-penalty", action="store_true",
-                    help="NAPSU-MQ(selection_penalty=True): MST scores less the noise each table adds")
+    _common.add_selection_penalty(ap)
     args = ap.parse_args(argv)
-    options = {"selection_penalty": True} if args.selection_penalty else {}
+    options = _common.napsu_options(args)
     torch.set_num_threads(1)
     df, schema = dpsynth.load_dataset("adult")
     out = {"machine": _common.machine(), "note": _common.CONTENTION, "growth": [], "options": options}

@@ -18,7 +18,7 @@ linked to income only: naive Bayes), and ``two_tree_race_education`` (a 2-tree o
 that holds race-education, the largest whose junction-tree cliques with income stay within
 max_cells = 1,024).
 
-Usage: python bench/napsu_structure.py [--seed 0] [--selection-penalty] [--rows 300000]
+Usage: python bench/napsu_structure.py [--seed 0] [--[no-]selection-penalty] [--rows 300000]
 Prints progress on stderr and one JSON object on the last line of stdout.
 """
 from __future__ import annotations
@@ -70,9 +70,9 @@ def main(argv=None):
     ap = _common.parser(__doc__)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rows", type=int, default=300_000)
-    ap.add_argument("--selection-penalty", action="store_true")
+    _common.add_selection_penalty(ap)
     args = ap.parse_args(argv)
-    options = {"selection_penalty": True} if args.selection_penalty else {}
+    options = _common.napsu_options(args)
     df, schema = dpsynth.load_dataset("adult")
     gen, _ = ns.built_model(df, schema, ns.ORDER, seed=args.seed, **options)
     structures = {"selected": [tuple(q) for q in gen.selected_queries_ if set(q) <= set(COLUMNS)], **HAND}
