@@ -173,6 +173,9 @@ def test_derived_column_is_never_read_and_follows_its_source():
     assert (a["level"].astype(object).where(a["level"].notna(), None).to_numpy() == expect).all()
     with pytest.raises(ValueError, match="not in the schema"):
         dpsynth.PrivBayes(1.0).fit(df.drop(columns="level").assign(extra=1), s)
+    # a derived column may be left out of the data: the synthetic data then have the data's columns
+    c = dpsynth.PrivBayes(1.0).fit(df.drop(columns="level"), s, seed=3).sample(m=1, seed=4).datasets[0]
+    pd.testing.assert_frame_equal(c, a.drop(columns="level"))
 
 
 def test_bundled_adult_declares_education_derived(adult):

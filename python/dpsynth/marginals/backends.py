@@ -23,7 +23,6 @@ categorical columns as text.
 from __future__ import annotations
 
 import copy
-
 import json
 import os
 import uuid
