@@ -309,14 +309,15 @@ def test_selection_penalty_scores_and_neighbours():
 
 
 def test_napsu_selection_penalty_option(measure_only):
-    """``selection_penalty=True`` reaches MST (its ledger notes say so); a non-bool is refused."""
+    """``selection_penalty`` (default True) reaches MST (its ledger notes say so); False gives
+    private-pgm's scores; a non-bool is refused."""
     df, schema = _wide_and_narrow(3000, np.random.default_rng(8))
-    gen = NAPSUMQ(1.0, 1e-6, selection_penalty=True, max_cells=4096).fit(df, schema, seed=2)
+    gen = NAPSUMQ(1.0, 1e-6, max_cells=4096).fit(df, schema, seed=2)
     notes = gen.ledger.to_frame()["note"]
     assert notes.str.contains("less the noise").sum() == 2  # both tree edges
     assert all(gen.domain_.project(q).size() <= 80 for q in gen.selected_queries_)
-    assert not NAPSUMQ(1.0, 1e-6, max_cells=4096).fit(df, schema, seed=2).ledger.to_frame()["note"].str.contains(
-        "less the noise").any()
+    assert not NAPSUMQ(1.0, 1e-6, max_cells=4096, selection_penalty=False).fit(df, schema, seed=2).ledger.to_frame()[
+        "note"].str.contains("less the noise").any()
     with pytest.raises(TypeError, match="selection_penalty"):
         NAPSUMQ(1.0, 1e-6, selection_penalty="yes")
 

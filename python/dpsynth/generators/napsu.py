@@ -209,7 +209,9 @@ class NAPSUMQ(PosteriorSampling, Generator):
         measurement will add (AIM's √(2/π)·σ·cells, :func:`dpsynth.marginals.mst.noise_penalty`,
         σ planned by :func:`~dpsynth.generators.napsu_budget.planned_sd`), so that wide tables of
         nearly independent columns (Adult's native-country × fnlwgt, 672 cells) give way to small
-        ones and the posterior has fewer parameters. Default False (private-pgm's scores).
+        ones and the posterior has fewer parameters (the bundled Adult's 15 columns all modelled:
+        D = 1,207 against 2,751, peak memory 3.0 against 6.8 GB; Adult-10's 20-seed MAR / MCAR
+        studies: the same coverage, less time). Default True; False: private-pgm's scores.
 
     Example
     -------
@@ -236,7 +238,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
                  mcmc_chains: int | None = None, mcmc_warmup: int | None = None, mcmc_draws: int | None = None,
                  mcmc_thin: int | None = None, rhat_target: float = 1.01, ess_target: float = 400.0,
                  on_not_mixed: str = "warn", max_restarts: int = 5, max_cells: int = 1024,
-                 selection_penalty: bool = False):
+                 selection_penalty: bool = True):
         super().__init__(epsilon, delta)
         # checked here, stored as passed (get_params, sklearn.base.clone); _resolve_options derives in fit
         if isinstance(queries, str):

@@ -117,7 +117,7 @@ test_that("dp_progress turns the engine's progress reports on and off", {
   expect_error(dp_progress("yes"), "TRUE or FALSE")
 })
 
-test_that("napsu-mq's selection_penalty reaches MST from R (its ledger notes say so)", {
+test_that("napsu-mq's selection_penalty (default TRUE) reaches MST from R (its ledger notes say so)", {
   skip_if_no_engine()
   set.seed(4)
   d <- data.frame(sex = factor(sample(c("F", "M"), 400, TRUE)), reg = factor(sample(letters[1:6], 400, TRUE)),
@@ -130,4 +130,7 @@ test_that("napsu-mq's selection_penalty reaches MST from R (its ledger notes say
   edges <- s$ledger[grepl("edge", s$ledger$step), ]
   expect_equal(nrow(edges), 2L)
   expect_true(all(grepl("less the noise", edges$note)))
+  off <- suppressWarnings(dp_synthesize(d, "napsu-mq", epsilon = 2, delta = 1e-6, m = 1, seed = 2, schema = sch,
+                                        selection_penalty = FALSE))
+  expect_false(any(grepl("less the noise", off$ledger$note)))
 })
