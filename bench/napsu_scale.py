@@ -14,6 +14,7 @@ present at each width):
   bulk ESS of the released cells after importance weighting over the MCMC seconds; ``mixed`` says whether the
   fit met its R̂, ESS and k̂ targets: an unmixed fit's ESS per second is no measure). The growth exponent
   is the slope of log(seconds) on log(columns).
+
 The bundled schema declares ``education`` derived from ``education-num`` (a recoding of it,
 adult.names): at 15 columns NAPSU-MQ models 14 and writes ``education`` after sampling
 (:mod:`dpsynth.schema.derived`); ``columns`` counts the data's columns, ``modelled_columns`` the model's.

@@ -13,8 +13,8 @@ rows drawn from it, and the regression fitted to them, against the regression on
 (bias in units of the real-data standard error).
 
 Structures: ``selected`` (the tables NAPSU-MQ's MST selection picks on the 15 columns, seed
-``--seed``, those within the analysis' columns), and hand-written ones: ``tree`` (every predictor
-linked to income only: naive Bayes), and ``two_tree_race_education`` (a 2-tree of predictor pairs
+``--seed``, those within the analysis' columns), and hand-written ones: ``naive_bayes`` (every
+predictor linked to income only), and ``two_tree_race_education`` (a 2-tree of predictor pairs
 that holds race-education, the largest whose junction-tree cliques with income stay within
 max_cells = 1,024).
 

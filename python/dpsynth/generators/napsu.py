@@ -330,7 +330,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
             return [], [], []
         from ..analyses import congenial_queries, parse_analyses
 
-        out = getattr(self, "output_schema_", self.schema_)  # a derived column stands for its source
+        out = self.output_schema_  # a derived column stands for its source
         source = {b: out[b].derived_from for b in out.derived}
         parsed = parse_analyses(self.analysis_list_, list(domain.attrs) + list(source))
         plan = congenial_queries(parsed, {a: domain.size(source.get(a, a)) for a in (*domain.attrs, *source)})

@@ -114,7 +114,8 @@ class FrameTable(Table):
         self.columns = [str(c) for c in df.columns]
 
     def without(self, names):
-        return FrameTable(self.df[[c for c in self.df.columns if str(c) not in set(names)]],
+        names = set(names)
+        return FrameTable(self.df[[c for c in self.df.columns if str(c) not in names]],
                           max_distinct=self.max_distinct, max_cells_in_memory=self.max_cells_in_memory)
 
     def validate(self, schema, allow_empty=False):

@@ -267,7 +267,8 @@ class Schema:
 
     def modelled(self) -> "Schema":
         """The schema of the columns a generator models: all but the :attr:`derived` ones."""
-        return self.subset([n for n in self.columns if n not in self.derived]) if self.derived else self
+        derived = set(self.derived)
+        return self.subset([n for n in self.columns if n not in derived]) if derived else self
 
     @property
     def incomplete(self) -> list[str]:
