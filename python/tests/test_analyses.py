@@ -1,5 +1,6 @@
 """Analyses → congenial queries, and the congeniality check on the analyst's side (issue #21)."""
 import dataclasses
+import math
 import warnings
 
 import numpy as np
@@ -7,8 +8,8 @@ import pandas as pd
 import pytest
 
 import dpsynth
-from dpsynth.analyses import (Analysis, UncongenialAnalysisWarning, congenial_queries, missing_dependencies,
-                              parse_analyses, parse_analysis, quote_columns)
+from dpsynth.analyses import (Analysis, PredictorStar, UncongenialAnalysisWarning, association, congenial_queries,
+                              missing_dependencies, parse_analyses, parse_analysis, quote_columns, star_cliques)
 from dpsynth.result import SynthResult
 
 ADULT = ["age", "workclass", "race", "sex", "hours-per-week", "education-num", "income"]
@@ -112,6 +113,47 @@ def test_plan_large_joint_leaves_predictor_pairs_to_a_private_tree():
     assert plan.fixed == [("y", "a"), ("y", "b"), ("y", "c")]
     assert plan.select_among == [("a", "b"), ("a", "c"), ("b", "c")]
     assert missing_dependencies(a, plan.fixed + [("a", "b"), ("b", "c")]) == []
+    assert plan.stars == [PredictorStar("y", ("a", "b", "c"))]  # a generator may build a star instead
+    assert congenial_queries([a], SIZES).stars == []  # the joint fits: measured whole
+
+
+def test_association_is_the_squared_correlation_for_a_binary_response():
+    """η² (numeric predictor at its index) and Cramér's V² (categorical) both equal corr(y, coding)²
+    when y is binary, so predictors of both kinds are ranked on one scale; noisy negatives clip."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 6, 4000)
+    y = (rng.random(4000) < 0.2 + 0.1 * x).astype(int)
+    table = np.zeros((2, 6))
+    np.add.at(table, (y, x), 1)
+    assert association(table, numeric=True) == pytest.approx(np.corrcoef(x, y)[0, 1] ** 2)
+    b = (x > 2).astype(int)
+    t2 = np.zeros((2, 2))
+    np.add.at(t2, (y, b), 1)
+    assert association(t2, numeric=False) == pytest.approx(np.corrcoef(b, y)[0, 1] ** 2)
+    assert association(t2.T, numeric=False) == pytest.approx(association(t2, numeric=False))
+    assert association(table - 1e6, numeric=True) == 0.0  # everything clipped: no association
+    noisy = table.copy()
+    noisy[0, 0] = -30.0
+    assert 0.0 <= association(noisy, numeric=True) <= 1.0
+
+
+def test_star_cliques_hub_is_the_strongest_predictor_then_what_fits():
+    star = PredictorStar("y", ("a", "b", "c", "d", "e"))
+    sizes = {"a": 16, "b": 16, "c": 16, "d": 2, "e": 5}
+
+    def fits(cliques, limit=512):
+        return all(math.prod(sizes[x] for x in c) <= limit for c in cliques)
+
+    strength = {"a": 0.05, "b": 0.11, "c": 0.04, "d": 0.045, "e": 0.01}
+    hub, cliques = star_cliques(star, strength, fits)
+    assert hub == ["b", "d"]  # a and c do not fit beside b and another 16-level column; e neither
+    assert cliques == [("b", "d"), ("b", "a"), ("d", "a"), ("b", "c"), ("d", "c"), ("b", "e"), ("d", "e")]
+    assert star_cliques(star, {**strength, "a": 0.2}, fits)[0] == ["a", "d"]  # the hub follows the data
+    assert star_cliques(star, strength, lambda c: fits(c, 256)) == (["b"], [("b", "a"), ("b", "c"), ("b", "d"),
+                                                                           ("b", "e")])  # pairs: the cliques
+    # the strongest cannot be a hub: no star around a weaker one (the caller keeps the tree)
+    assert star_cliques(star, strength, lambda c: fits(c, 100)) == ([], [])
+    assert star_cliques(star, strength, lambda c: False) == ([], [])  # nothing fits: the caller keeps the tree
 
 
 def test_plan_interaction_becomes_a_triple_and_absorbs_its_pairs():

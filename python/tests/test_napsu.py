@@ -336,6 +336,69 @@ def test_napsu_analysis_on_a_derived_column_measures_its_source(measure_only):
     assert gen.analyses_ == ["y ~ x1_label + x2"]
 
 
+def _star_data(n, rng, extra=False):
+    """y ~ a + b + c + d whose predictors' joint (16 · 16 · 16 · 2 cells) is too large to measure;
+    y depends most on b."""
+    b = rng.integers(0, 16, n)
+    cols = {"a": (b + rng.integers(0, 4, n)) % 16, "b": b, "c": rng.integers(0, 16, n), "d": rng.integers(0, 2, n)}
+    cols["y"] = (rng.random(n) < 0.1 + 0.05 * b).astype(int)
+    if extra:
+        cols["z"] = (cols["c"] + rng.integers(0, 2, n)) % 3
+    sizes = {"a": 16, "b": 16, "c": 16, "d": 2, "y": 2, "z": 3}
+    schema = dpsynth.Schema.from_dict({c: {"type": "categorical", "categories": list(range(sizes[c]))} for c in cols})
+    return pd.DataFrame(cols), schema
+
+
+def test_wide_analysis_gets_a_star_around_its_strongest_predictor(measure_only):
+    """An analysis whose predictors' joint is too large: the (y, X) tables are released first
+    (HUB_SHARE of the selection budget, in the ledger), the predictor most associated with y (b)
+    and then what fits (d) form the hub, and every other predictor is measured with the hub; the
+    budget adds up to ρ, with and without a column left for MST."""
+    from dpsynth.generators.napsu_queries import HUB_SHARE, largest_clique
+
+    rho = cdp_rho(1.0, 1e-6)
+    df, schema = _star_data(4000, np.random.default_rng(3))
+    gen = NAPSUMQ(1.0, 1e-6, analyses=["y ~ a + b + c + d"]).fit(df, schema, seed=1)
+    assert gen.predictor_hubs_ == {"y ~ a + b + c + d": ["b", "d"]}
+    pairs = {frozenset("bd"), frozenset("ab"), frozenset("ad"), frozenset("bc"), frozenset("cd")}
+    assert pairs <= set(map(frozenset, gen.selected_queries_))
+    clique, cells = largest_clique(gen.domain_, gen.selected_queries_)  # the junction tree holds (y, b, d, X)
+    assert cells == 1024 and {"y", "b", "d"} < set(clique)
+    frame = gen.ledger.to_frame()
+    assert frame["step"].tolist() == ["NAPSU-MQ selection: hub tables", "NAPSU-MQ: marginals"]  # star joins all
+    assert frame.loc[0, "rho"] == pytest.approx(HUB_SHARE * 0.1 * rho)
+    assert frame.loc[0, "sensitivity"] == pytest.approx(2.0)  # four (y, X) tables
+    assert frame["rho"].sum() == pytest.approx(rho, rel=1e-12)
+    df2, schema2 = _star_data(4000, np.random.default_rng(3), extra=True)
+    gen2 = NAPSUMQ(1.0, 1e-6, analyses=["y ~ a + b + c + d"]).fit(df2, schema2, seed=1)
+    f2 = gen2.ledger.to_frame()
+    edges = f2["step"].str.contains("edge")
+    assert edges.sum() == 1 and f2.loc[edges, "rho"].sum() == pytest.approx((1 - HUB_SHARE) * 0.1 * rho)
+    assert f2["rho"].sum() == pytest.approx(rho, rel=1e-12)
+    assert not any({"a", "c"} <= set(q) or len(q) > 2 for q in gen2.selected_queries_)
+    # the tree of predictor pairs is kept where the analysis' columns are not wide enough for a star
+    small = NAPSUMQ(1.0, 1e-6, analyses=["y ~ a + b + c + d"], max_cells=256).fit(df, schema, seed=1)
+    assert list(small.predictor_hubs_.values()) == [[]] and all(len(q) == 2 for q in small.selected_queries_)
+    assert small.ledger.to_frame()["rho"].sum() == pytest.approx(rho, rel=1e-12)
+    tiny = NAPSUMQ(1.0, 1e-6, analyses=["y ~ a + b + c + d"], max_cells=63).fit(df, schema, seed=1)
+    assert not tiny.predictor_hubs_ and not tiny.ledger.to_frame()["step"].str.contains("hub").any()
+
+
+def test_star_hub_tables_neighbour(measure_only):
+    """The hub tables' Gaussian mechanism sees D and D' within its declared sensitivity √K."""
+    df, schema = _star_data(1500, np.random.default_rng(4))
+    df = df.astype("Int64")
+    with record_noise_inputs() as rec:
+        NAPSUMQ(1.0, 1e-6, analyses=["y ~ a + b + c + d"]).fit(df, schema, seed=2)
+    hub = [c for c in rec.calls if "hub" in c.step]
+    assert len(hub) == 1 and hub[0].sensitivity == pytest.approx(2.0)
+    for name, (d2, factor) in list(_neighbours(df).items())[::3]:
+        with record_noise_inputs() as rec2:
+            NAPSUMQ(1.0, 1e-6, analyses=["y ~ a + b + c + d"]).fit(d2, schema, seed=2)
+        other = [c for c in rec2.calls if "hub" in c.step][0]
+        assert 0 < distance(hub[0].value, other.value, hub[0].norm) <= factor * hub[0].sensitivity + 1e-12, name
+
+
 # ---------------------------------------------------------------------- missing data
 def test_available_case_with_missing_values():
     rng = np.random.default_rng(6)

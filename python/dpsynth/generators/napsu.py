@@ -10,7 +10,10 @@ log-linear model p(x | θ) = exp(θᵀa(x) − A(θ)) with canonical (identifiab
 sex"``) or a pair ``(response, [predictors])``. The synthetic data support it *congenially* when the
 model family contains the analysis model (:func:`dpsynth.analyses.congenial_queries`): the response
 with each predictor, the interactions the formula names, and the predictors' joint structure (their
-joint table when it has at most 256 cells, else a tree of predictor pairs chosen privately). Those cliques are measured with the
+joint table when it has at most 256 cells; else, under MST, a star of predictor cliques around a hub:
+the predictor most associated with the response in its released (response, predictor) table and the
+smaller ones that still fit ``max_cells``, each other predictor measured with the hub, :func:`star_queries`;
+a tree of predictor pairs chosen privately where no star fits). Those cliques are measured with the
 whole budget when they cover every column; the other columns join through MST (private-pgm's
 maximum spanning tree, McKenna et al. 2021) paid from ``selection_share`` of ρ, half for the 1-way
 tables that score it and half for the exponential mechanisms (:func:`dpsynth.generators.napsu_budget.split_rho`).
@@ -127,7 +130,7 @@ import torch
 from ..graphical import Domain, MaxEntModel, maximal_cliques
 from ..graphical.icin import IcinModel
 from ..graphical.noise_aware import MODE_TOL as TIGHT_MODE_TOL, NoiseAwareLikelihood, count_groups
-from .napsu_budget import planned_sd, split_measurement, split_rho
+from .napsu_budget import RhoSplit, planned_sd, split_measurement, split_rho
 from ..graphical.posterior import PosteriorNotMixedWarning, elliptical_slice, laplace_approximation
 from ..privacy import cdp_rho
 from ..validation import check_int, check_positive_float, check_share
@@ -138,7 +141,8 @@ from .napsu_sampling import (DIAGNOSTIC_DRAWS, IMPORTANCE_DRAWS, INIT_SCALE, MAR
                              MCMC_DEFAULTS, MCMC_DEFAULTS_MAR, MODE_TOL, PARETO_K_MAX, PosteriorNotMixedError, PosteriorSampling)
 from ..marginals.measure import Measurement, measure_marginals
 from ..marginals.mst import mst_select
-from .napsu_queries import as_query_list, check_queries, largest_clique, too_large
+from ..datasets import ADULT_COLUMNS, ADULT_FORCED_QUERIES, adult_reduced  # noqa: F401 (their home is datasets)
+from .napsu_queries import HUB_SHARE, as_query_list, check_queries, components, largest_clique, star_queries, too_large
 
 DTYPE = torch.float64
 INFERENCE = ("hmc", "hmc-da", "laplace", "slice")
@@ -327,8 +331,8 @@ class NAPSUMQ(PosteriorSampling, Generator):
         """(fixed cliques, predictor pairs to choose among, parsed analyses) from the public schema
         and the analyses: nothing here reads the data."""
         if not self.analysis_list_:
-            return [], [], []
-        from ..analyses import congenial_queries, parse_analyses
+            return [], [], [], []
+        from ..analyses import PredictorStar, congenial_queries, parse_analyses
 
         out = self.output_schema_  # a derived column stands for its source
         source = {b: out[b].derived_from for b in out.derived}
@@ -340,7 +344,9 @@ class NAPSUMQ(PosteriorSampling, Generator):
             return tuple(sorted(dict.fromkeys(source.get(a, a) for a in clique), key=pos.get))
         fixed = list(dict.fromkeys(modelled(c) for c in plan.fixed))
         among = [q for q in dict.fromkeys(modelled(c) for c in plan.select_among) if len(q) == 2]
-        return fixed, among, parsed
+        stars = [PredictorStar(source.get(a.response, a.response), tuple(dict.fromkeys(source.get(x, x) for x in
+                 a.predictors))) for a in plan.stars]
+        return fixed, among, parsed, stars
 
     def _check_queries(self, domain: Domain, fixed, among) -> list[tuple]:
         """Public checks before any release (:func:`check_queries`): known columns, every column in
@@ -368,7 +374,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
         domain, level_cols = self._domain()
         if self.missing_mode_ == "mar":
             self._sampler_defaults(MCMC_DEFAULTS_MAR)
-        fixed, among, parsed = self._plan(domain)
+        fixed, among, parsed, stars = self._plan(domain)
         among = self._check_queries(domain, fixed, among)
         names = list(domain.attrs)
         if self.missing_mode_ in ("level", "mar") or self.missing == "auto":
@@ -386,12 +392,16 @@ class NAPSUMQ(PosteriorSampling, Generator):
         self.domain_, self.level_columns_ = domain, level_cols
         self.analyses_ = [a.formula for a in parsed]
         with single_thread():
-            measurements = self._measure(rows, domain, source, fixed, among)
+            measurements = self._measure(rows, domain, source, fixed, among, stars)
             self._fit_posterior(measurements, source)
         self.diagnostics_["fit_seconds"] = time.perf_counter() - t_start
 
-    def _measure(self, rows, domain, source, fixed, among) -> list[Measurement]:
-        """Selection (if any) and measurement, all in ρ; the split is recorded in ``rho_split_``."""
+    def _measure(self, rows, domain, source, fixed, among, stars=()) -> list[Measurement]:
+        """Selection (if any) and measurement, all in ρ; the split is recorded in ``rho_split_``.
+        Under MST, an analysis whose predictors' joint is too large gets a star of predictor cliques
+        around a hub chosen from its released (response, predictor) tables (:func:`star_queries`,
+        :data:`HUB_SHARE` of the selection budget; the hubs in ``predictor_hubs_``) in place of MST's
+        predictor tree."""
         rho = cdp_rho(self.epsilon, self.delta)
         step = "NAPSU-MQ: marginals"
         if self.level_columns_:  # the ledger says which tables carry the response indicators R_j
@@ -410,10 +420,18 @@ class NAPSUMQ(PosteriorSampling, Generator):
         if len(domain) == 1:
             self.selected_queries_ = [tuple(domain.attrs)]
             return measure_marginals(rows, domain, [domain.attrs], self.ledger, source, step, rho=rho)
-        one_way, cliques = [], list(forced)
+        one_way, cliques, rho_hub, self.predictor_hubs_ = [], list(forced), 0.0, {}
+        if needs and stars:
+            rho_hub = HUB_SHARE * split.selection
+            star, self.predictor_hubs_ = star_queries(rows, domain, self.schema_, stars, forced, self.max_cells,
+                                                      rho_hub, self.ledger, source, "NAPSU-MQ selection: hub tables")
+            fixed, among = [*fixed, *star], among if not star else []
+            forced = cliques = maximal_cliques([*forced, *star])
+            if len(components(domain.attrs, forced)) == 1:  # the star joined every column: nothing left to select
+                needs, self.rho_split_ = False, RhoSplit(0.0, rho_hub, rho - rho_hub)
         if needs:
             one_way, cliques = mst_select(rows, domain, rho, self.ledger, source, forced=forced,
-                                          split=(split.one_way / rho, split.selection / rho),
+                                          split=(split.one_way / rho, (split.selection - rho_hub) / rho),
                                           step="NAPSU-MQ MST selection", first_among=among,
                                           max_pair_cells=self.max_cells, noise_sd=planned_sd(
                                               split, len(forced), len(domain), self.analysis_weight)
@@ -548,51 +566,3 @@ class NAPSUMQ(PosteriorSampling, Generator):
         d = len(self.domain_)
         self.missing_share_ = {c: float(latent[:, :, d + k].mean()) for k, c in enumerate(self.model_.incomplete)}
         return latent[:, :, :d]
-
-
-#: The paper's Adult setting (Supp. E): 10 columns; the 2-way marginals its analysis needs.
-ADULT_COLUMNS = ["age", "workclass", "education", "marital-status", "race", "sex", "capital-gain", "capital-loss",
-                 "hours-per-week", "income"]
-ADULT_FORCED_QUERIES = [("age", "income"), ("race", "income"), ("sex", "income"), ("race", "sex"),
-                        ("hours-per-week", "income")]
-
-
-def adult_reduced(df, schema):
-    """The paper's discretised Adult (Räisä et al. 2023, Supp. E) as a *public* transformation of
-    ``dpsynth.load_dataset("adult")``: the 10 columns above; age and hours-per-week in 5 equal-width
-    buckets of the schema's public bounds (17–90, 1–99); capital gain and loss as positive-or-not.
-    Returns (DataFrame of categoricals, Schema); missing values are kept, and so are the schema's
-    declarations of which columns may be missing. Bucket labels are the bucket midpoints (the
-    paper's analysis uses age as the midpoint).
-
-    >>> import dpsynth
-    >>> d, s = adult_reduced(*dpsynth.load_dataset("adult"))
-    >>> s.domain_sizes
-    [5, 8, 16, 7, 5, 2, 2, 2, 5, 2]
-    """
-    import pandas as pd
-
-    from ..schema import Schema
-
-    out, spec = {}, {}
-    for c in ADULT_COLUMNS:
-        col = schema[c]
-        if c in ("age", "hours-per-week"):
-            edges = np.linspace(col.lower, col.upper, 6)
-            mids = [f"{(a + b) / 2:g}" for a, b in zip(edges[:-1], edges[1:])]
-            code = np.clip(np.searchsorted(edges, df[c].to_numpy(dtype=float), side="right") - 1, 0, 4)
-            vals = np.where(df[c].isna(), None, np.array(mids, dtype=object)[code])
-            out[c], spec[c] = vals, mids
-        elif c in ("capital-gain", "capital-loss"):
-            x = df[c].to_numpy(dtype=float)
-            out[c] = np.where(np.isnan(x), None, np.where(x > 0, "positive", "zero"))
-            spec[c] = ["zero", "positive"]
-        else:
-            out[c] = df[c].astype(object).where(df[c].notna(), None).to_numpy()
-            spec[c] = list(col.categories)
-    frame = pd.DataFrame({c: pd.Categorical(out[c], categories=spec[c]) for c in ADULT_COLUMNS}, index=df.index)
-    sch = Schema.from_dict({"name": "adult-reduced", "columns": {
-        c: {"type": "categorical", "categories": spec[c], **({"missing": True} if schema[c].missing else {}),
-            "source": "public transformation of the adult schema (Räisä et al. 2023, Supp. E)"} for c in ADULT_COLUMNS}})
-    return frame, sch
-

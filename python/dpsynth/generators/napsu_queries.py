@@ -27,7 +27,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..analyses import association, star_cliques
 from ..graphical import Domain, JunctionTree
+from ..marginals.measure import measure_marginals
+
+#: share of the selection budget (ρ of the exponential mechanisms) spent on the (response,
+#: predictor) tables that choose a star's hub (:func:`star_queries`); the predictor edges MST
+#: no longer has to choose leave it more than that
+HUB_SHARE = 0.25
 
 
 def largest_clique(domain: Domain, cliques: Sequence[tuple]) -> tuple[tuple, int]:
@@ -59,25 +66,29 @@ def check_queries(domain: Domain, known: Sequence[tuple], among: Sequence[tuple]
     if selection != "mst":
         return list(among)
     allowed_among = [p for p in among if largest_clique(domain, [*known, p])[1] <= max_cells]
-    groups = {a: {a} for a in domain.attrs}
-
-    def join(cols):
-        merged = set().union(*(groups[a] for a in cols))
-        for a in merged:
-            groups[a] = merged
-
-    for c in known:
-        join(c)
-    for i, a in enumerate(domain.attrs):
-        for b in domain.attrs[i + 1:]:
-            if domain.size(a) * domain.size(b) <= max_cells:
-                join((a, b))
-    parts = {frozenset(g) for g in groups.values()}
+    attrs = domain.attrs
+    pairs = [(a, b) for i, a in enumerate(attrs) for b in attrs[i + 1:] if domain.size(a) * domain.size(b) <= max_cells]
+    parts = components(attrs, [*known, *pairs])
     if len(parts) > 1:
         alone = sorted(min(parts, key=len), key=domain.attrs.index)
         raise ValueError(f"no column pair can join {alone} to the other columns within max_cells={max_cells} "
                          "cells; coarsen those columns (fewer bins or categories in the schema) or raise max_cells")
     return allowed_among
+
+
+def components(attrs: Sequence[str], cliques: Sequence[tuple]) -> list[frozenset]:
+    """The columns ``attrs`` grouped by the connected components of the graph whose edges join the
+    columns of each clique.
+
+    >>> sorted(map(sorted, components(["a", "b", "c", "d"], [("a", "b"), ("b", "c")])))
+    [['a', 'b', 'c'], ['d']]
+    """
+    groups = {a: frozenset([a]) for a in attrs}
+    for c in cliques:
+        merged = frozenset().union(*(groups[a] for a in c))
+        for a in merged:
+            groups[a] = merged
+    return list(set(groups.values()))
 
 
 def as_query_list(queries, name) -> list[tuple]:
@@ -100,3 +111,35 @@ def as_query_list(queries, name) -> list[tuple]:
             raise ValueError(f"{name} lists the marginal {q} twice; list each set of columns once")
         out.append(q)
     return out
+
+
+def star_queries(rows, domain: Domain, schema, stars, known: Sequence[tuple], max_cells: int, rho: float, ledger,
+                 source, step: str) -> tuple[list[tuple], dict]:
+    """The predictor cliques of each analysis whose predictors' joint is too large
+    (:class:`dpsynth.analyses.PredictorStar`): the (response, predictor) tables are released with
+    one Gaussian mechanism at ``rho`` (in the ledger as ``step``), each predictor's
+    :func:`dpsynth.analyses.association` with the response is computed from its noisy table
+    (post-processing: numeric predictors at their bin index, a missing level left out), and :func:`dpsynth.analyses.star_cliques` builds the hub and
+    its cliques, each kept only if the junction tree of ``known`` and every clique so far stays
+    within ``max_cells`` (public sizes only, so no outcome of the release can exceed it).
+    These tables choose the structure only; they are not reused in the likelihood.
+    Returns (cliques, {analysis: hub}); a star whose strongest predictor cannot be the hub adds
+    nothing (hub []), and where no predictor could (public sizes) nothing is measured."""
+    def fits(cliques, out=()):
+        return largest_clique(domain, [*known, *out, *cliques])[1] <= max_cells
+
+    # public: only stars where some predictor could be the hub are worth their tables
+    stars = [s for s in stars if any(star_cliques(s, {x: 1.0}, fits)[0] for x in s.predictors)]
+    if not stars:
+        return [], {}
+    tables = list(dict.fromkeys((s.response, x) for s in stars for x in s.predictors))
+    noisy = {m.attrs: m.noisy.reshape(domain.size(m.attrs[0]), domain.size(m.attrs[1]))
+             for m in measure_marginals(rows, domain, tables, ledger, source, step, rho=rho)}
+    out, hubs = [], {}
+    for s in stars:
+        strength = {x: association(noisy[(s.response, x)][:schema[s.response].size, :schema[x].size],
+                                   not schema[x].is_categorical) for x in s.predictors}
+        hub, cliques = star_cliques(s, strength, lambda c: fits(c, out))
+        hubs[f"{s.response} ~ {' + '.join(s.predictors)}"] = hub
+        out += cliques
+    return out, hubs
