@@ -12,11 +12,14 @@ bundled Adult (complete rows of the analysis' six columns; they have no missing 
 rows drawn from it, and the regression fitted to them, against the regression on the real rows
 (bias in units of the real-data standard error).
 
-Structures: ``selected`` (the tables NAPSU-MQ's MST selection picks on the 15 columns, seed
-``--seed``, those within the analysis' columns), and hand-written ones: ``naive_bayes`` (every
-predictor linked to income only), and ``two_tree_race_education`` (a 2-tree of predictor pairs
-that holds race-education, the largest whose junction-tree cliques with income stay within
-max_cells = 1,024).
+Structures: ``selected`` (the tables NAPSU-MQ picks on the 15 columns, seed ``--seed``, those
+within the analysis' columns: since 2026-11-29 a star of predictor pairs around the hub chosen from
+the released (income, X_j) tables, :func:`dpsynth.analyses.star_cliques`), and hand-written ones:
+``naive_bayes`` (every predictor linked to income only), ``mst_tree`` (the tree of predictor pairs
+MST picked on seed 0 before the star: sex-hours, age-hours, sex-race, sex-education),
+``two_tree_race_education`` (a 2-tree of predictor pairs that holds race-education, the largest
+whose junction-tree cliques with income stay within max_cells = 1,024) and
+``star_triples_education_sex`` (the star's cliques measured whole: (education, sex, X) tables).
 
 Usage: python bench/napsu_structure.py [--seed 0] [--[no-]selection-penalty] [--rows 300000]
 Prints progress on stderr and one JSON object on the last line of stdout.
@@ -34,9 +37,12 @@ WITH_INCOME = [("age", "income"), ("education-num", "income"), ("hours-per-week"
                ("race", "income")]
 HAND = {
     "naive_bayes": WITH_INCOME,
+    "mst_tree": WITH_INCOME + [("sex", "hours-per-week"), ("age", "hours-per-week"), ("sex", "race"),
+                               ("sex", "education-num")],
     "two_tree_race_education": WITH_INCOME + [("age", "education-num"), ("age", "sex"), ("education-num", "sex"),
                                               ("age", "hours-per-week"), ("hours-per-week", "sex"),
                                               ("education-num", "race"), ("race", "sex")],
+    "star_triples_education_sex": WITH_INCOME + [("education-num", "sex", x) for x in ("age", "hours-per-week", "race")],
 }
 
 
@@ -89,6 +95,7 @@ def main(argv=None):
     bias = {name: ((tab[name] - tab["real"]) / tab["real_se"]).round(2).to_dict() for name in structures}
     _common.log(tab.round(3).to_string())
     _common.emit({"machine": _common.machine(), "options": options, "seed": args.seed, "rows": args.rows,
+                  "hubs": getattr(gen, "predictor_hubs_", {}),
                   "structures": {k: [list(q) for q in v] for k, v in structures.items()},
                   "coefficients": tab.round(4).to_dict(), "bias_in_real_se": bias,
                   "max_abs_bias_in_real_se": {k: float(np.max(np.abs(list(v.values())))) for k, v in bias.items()}})
