@@ -119,11 +119,12 @@ def star_queries(rows, domain: Domain, schema, stars, known: Sequence[tuple], ma
     (:class:`dpsynth.analyses.PredictorStar`): the (response, predictor) tables are released with
     one Gaussian mechanism at ``rho`` (in the ledger as ``step``), each predictor's
     :func:`dpsynth.analyses.association` with the response is computed from its noisy table
-    (post-processing: numeric predictors at their bin index, a missing level left out), and :func:`dpsynth.analyses.star_cliques` builds the hub and
-    its cliques, each kept only if the junction tree of ``known`` and every clique so far stays
-    within ``max_cells`` (public sizes only, so no outcome of the release can exceed it).
+    (post-processing: numeric predictors at their bin index, a missing level left out), and
+    :func:`dpsynth.analyses.star_cliques` builds the hub and the predictor pairs to measure, each
+    hub member kept only if the junction tree of ``known`` and every star so far stays within
+    ``max_cells`` (public sizes only, so no outcome of the release can exceed it).
     These tables choose the structure only; they are not reused in the likelihood.
-    Returns (cliques, {analysis: hub}); a star whose strongest predictor cannot be the hub adds
+    Returns (pairs, {analysis: hub}); a star whose strongest predictor cannot be the hub adds
     nothing (hub []), and where no predictor could (public sizes) nothing is measured."""
     def fits(cliques, out=()):
         return largest_clique(domain, [*known, *out, *cliques])[1] <= max_cells
