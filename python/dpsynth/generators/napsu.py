@@ -142,7 +142,8 @@ from .napsu_sampling import (DIAGNOSTIC_DRAWS, IMPORTANCE_DRAWS, INIT_SCALE, MAR
 from ..marginals.measure import Measurement, measure_marginals
 from ..marginals.mst import mst_select
 from ..datasets import ADULT_COLUMNS, ADULT_FORCED_QUERIES, adult_reduced  # noqa: F401 (their home is datasets)
-from .napsu_queries import HUB_SHARE, as_query_list, check_queries, components, largest_clique, star_queries, too_large
+from ..analyses import connected_components
+from .napsu_queries import HUB_SHARE, as_query_list, check_queries, largest_clique, star_queries, too_large
 
 DTYPE = torch.float64
 INFERENCE = ("hmc", "hmc-da", "laplace", "slice")
@@ -427,7 +428,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
                                                       rho_hub, self.ledger, source, "NAPSU-MQ selection: hub tables")
             fixed, among = [*fixed, *star], among if not star else []
             forced = cliques = maximal_cliques([*forced, *star])
-            if len(components(domain.attrs, forced)) == 1:  # the star joined every column: nothing left to select
+            if len(connected_components(domain.attrs, forced)) == 1:  # the star joined every column: no MST
                 needs, self.rho_split_ = False, RhoSplit(0.0, rho_hub, rho - rho_hub)
         if needs:
             one_way, cliques = mst_select(rows, domain, rho, self.ledger, source, forced=forced,

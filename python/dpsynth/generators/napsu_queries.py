@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..analyses import association, star_cliques
+from ..analyses import association, connected_components, star_cliques
 from ..graphical import Domain, JunctionTree
 from ..marginals.measure import measure_marginals
 
@@ -68,27 +68,12 @@ def check_queries(domain: Domain, known: Sequence[tuple], among: Sequence[tuple]
     allowed_among = [p for p in among if largest_clique(domain, [*known, p])[1] <= max_cells]
     attrs = domain.attrs
     pairs = [(a, b) for i, a in enumerate(attrs) for b in attrs[i + 1:] if domain.size(a) * domain.size(b) <= max_cells]
-    parts = components(attrs, [*known, *pairs])
+    parts = connected_components(attrs, [*known, *pairs])
     if len(parts) > 1:
         alone = sorted(min(parts, key=len), key=domain.attrs.index)
         raise ValueError(f"no column pair can join {alone} to the other columns within max_cells={max_cells} "
                          "cells; coarsen those columns (fewer bins or categories in the schema) or raise max_cells")
     return allowed_among
-
-
-def components(attrs: Sequence[str], cliques: Sequence[tuple]) -> list[frozenset]:
-    """The columns ``attrs`` grouped by the connected components of the graph whose edges join the
-    columns of each clique.
-
-    >>> sorted(map(sorted, components(["a", "b", "c", "d"], [("a", "b"), ("b", "c")])))
-    [['a', 'b', 'c'], ['d']]
-    """
-    groups = {a: frozenset([a]) for a in attrs}
-    for c in cliques:
-        merged = frozenset().union(*(groups[a] for a in c))
-        for a in merged:
-            groups[a] = merged
-    return list(set(groups.values()))
 
 
 def as_query_list(queries, name) -> list[tuple]:
