@@ -23,7 +23,8 @@ adult.names): at 15 columns NAPSU-MQ models 14 and writes ``education`` after sa
   process's maximum resident set), split R̂ / ESS of the released cells, and whether the pooled 95 %
   intervals of the logistic regression income ~ age + education-num + hours-per-week (bin index)
   + sex + race cover the coefficients of the same regression on the real data (all 32,561 rows,
-  the same binning).
+  the same binning); ``per_rep`` lists each fit (seed, coefficients covered and missed, seconds,
+  gradients), so that studies run in pieces (``--seed0``) can be pooled.
 
 Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0] [--[no-]selection-penalty]
 Prints progress on stderr and one JSON object on the last line of stdout.
@@ -193,7 +194,7 @@ def main(argv=None):
     if args.reps:
         real = dpsynth.fit_pooled([bin_index(df, schema)] * 2, regression(ORDER), family="binomial",
                                   rule="mi").to_frame().set_index("term")["estimate"]
-        cover, seconds, rhat, ess, mixed = [], [], [], [], []
+        cover, seconds, rhat, ess, mixed, per_rep = [], [], [], [], [], []
         for r in range(args.reps):
             gen, tab, sec = one_fit(df, schema, ORDER, args.seed0 + r, **options)
             tab = tab.reindex(real.index)
@@ -202,6 +203,11 @@ def main(argv=None):
             rhat.append(gen.diagnostics_.get("rhat_max_cells", np.nan))
             ess.append(gen.diagnostics_.get("ess_bulk_min_cells", np.nan))
             mixed.append(bool(gen.diagnostics_.get("mixed", False)))
+            per_rep.append({"seed": args.seed0 + r, "covered": int(cover[-1].sum()),
+                            "missed": list(real.index[~cover[-1]]), "seconds_fit_plus_20": round(sec, 1),
+                            "rhat_max_cells": round(float(rhat[-1]), 4), "ess_bulk_min_cells": round(float(ess[-1]), 1),
+                            "gradient_evaluations": gen.diagnostics_.get("gradient_evaluations"),
+                            "draws_per_chain": gen.diagnostics_.get("draws_per_chain"), "mixed": mixed[-1]})
             _common.log(f"15 columns rep {r}: covered {int(cover[-1].sum())}/{len(real)} "
                         f"(missed {list(real.index[~cover[-1]])}), R-hat {rhat[-1]:.3f}, ESS {ess[-1]:.0f}, {sec:.0f} s")
         out["full_width"] = {
@@ -210,7 +216,7 @@ def main(argv=None):
             "max_seconds_fit_plus_20": round(float(np.max(seconds)), 1),
             "peak_memory_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20, 2),
             "max_rhat_cells": round(float(np.nanmax(rhat)), 4), "min_ess_cells": round(float(np.nanmin(ess)), 1),
-            "fits_mixed": int(np.sum(mixed))}
+            "fits_mixed": int(np.sum(mixed)), "per_rep": per_rep}
     _common.emit(out)
 
 
