@@ -537,7 +537,7 @@ def test_an_extension_after_a_run_that_accepted_too_often_retunes_its_step(toy_f
     adapts its step alone (RETUNE_WARMUP iterations, metric kept) from that run's step; otherwise it
     keeps that step."""
     from dpsynth.generators import napsu_sampling
-    from dpsynth.graphical.posterior import velocity_metric
+    from dpsynth.graphical.metric import velocity_metric
 
     calls, real_hmc = [], napsu_sampling.hmc
 

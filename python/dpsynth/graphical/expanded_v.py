@@ -63,8 +63,9 @@ class ExpandedV:
     P = [V₀⁻¹ | V₀⁻¹C₀], Pᵀ and W₀: the same arithmetic over 21 MB of matrices at D = 1,026 (the
     bundled Adult, 15 columns) against 8.4 MB now, which together with the sampler's metric had
     outgrown the machine's shared 32 MB cache (the five products of 16 rows, one thread beside
-    another job: 9.4 ms before, 6.2 ms now; the whole value and gradient, one thread alone, medians
-    of six rounds of 30: 21.1 ms before, 18.3 ms now)."""
+    another job: 9.4 ms before, 6.2 ms now; the sampler's whole value and gradient, one thread
+    alone, medians of six rounds of 30: 21.1 ms before, 18.3 ms now, and half an hour later, the
+    machine running faster, medians of twelve: 14.1 ms before, 12.6 ms now)."""
 
     def __init__(self, model, y, n0, scale, step: float, v0_inv, c0, log_det: float):
         self.model, self.y, self.n0, self.scale = model, y, n0, scale

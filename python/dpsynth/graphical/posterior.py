@@ -35,7 +35,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .metric import shrunk_covariance
+from .metric import shrunk_covariance, velocity_metric
 from .mixing import ess_bulk, rhat_and_ess, split_rhat  # noqa: F401  (the diagnostics' home; re-exported)
 from .mixing import moving_chains, settled_chains
 from .transport import MarginalMap
@@ -263,31 +263,6 @@ def last_window_iterations(warmup: int) -> int:
     if not ends:
         return 0
     return ends[-1] - (ends[-2] if len(ends) > 1 else _window_start(warmup))
-
-
-#: precision of the leapfrog's velocity product metric · p (chains × dim by dim × dim, once per
-#: gradient): at 16 chains and dim 1,027 (the bundled Adult, 15 columns; one thread, alone) it took
-#: 5.8 ms in float64, 1.7 ms in float32, against ~18 ms for the surrogate's value and gradient
-#: (py-spy over a whole fit: 12 % of its samples on that line in float64). The metric is rounded to float32 once (:func:`velocity_metric`) and the
-#: kinetic energy uses that rounded metric, so the integrator is the leapfrog of one fixed metric;
-#: only the product's accumulation rounds (relative 1e-7, far below the step's own error)
-VELOCITY_DTYPE = torch.float32
-
-
-def velocity_metric(metric: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(the metric rounded to :data:`VELOCITY_DTYPE` and back to float64, the same in
-    VELOCITY_DTYPE for the velocity product, the rounded metric's Cholesky factor); a metric whose
-    rounding is not positive definite stays in float64 throughout.
-
-    >>> m64, low, chol = velocity_metric(torch.tensor([[1.0 + 1e-12, 0.0], [0.0, 2.0]], dtype=torch.float64))
-    >>> m64.tolist(), low.dtype
-    ([[1.0, 0.0], [0.0, 2.0]], torch.float32)
-    """
-    low = metric.to(VELOCITY_DTYPE)
-    chol, info = torch.linalg.cholesky_ex(low.to(DTYPE))
-    if int(info) != 0:
-        return metric, metric, torch.linalg.cholesky(metric)
-    return low.to(DTYPE), low, chol
 
 
 def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = None, warmup: int = 300,
