@@ -30,6 +30,7 @@ import dpsynth
 from dpsynth.generators.napsu import NAPSUMQ, adult_reduced
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
 from napsu_validity import ANALYSIS, FORMULA, numeric_midpoints, pooled  # noqa: E402
 
 
