@@ -90,6 +90,9 @@ def velocity_metric(metric: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, t
     >>> m64, low, chol = velocity_metric(torch.tensor([[1.0 + 1e-12, 0.0], [0.0, 2.0]], dtype=torch.float64))
     >>> m64.tolist(), low.dtype
     ([[1.0, 0.0], [0.0, 2.0]], torch.float32)
+    >>> tied = torch.tensor([[1.0, 1.0 - 1e-9], [1.0 - 1e-9, 1.0]], dtype=torch.float64)  # singular once rounded
+    >>> velocity_metric(tied)[1].dtype
+    torch.float64
     """
     low = metric.to(VELOCITY_DTYPE)
     chol, info = torch.linalg.cholesky_ex(low.to(torch.float64))
