@@ -6,7 +6,8 @@ Forward, per row x = (θ, v) (the same operations as before, so the same values)
 n = n₀e^{s·v}; ψ = Lθ (+ offset: tree cells' log-potentials); μ = C·pass(ψ) (canonical means);
 r = ŝ − n(μ, 1); u = r·V₀⁻¹ (u_D = u without its last entry), Σ₀u = u_D·C₀ with C₀ = n₀Σ_D(θ₀);
 μ_t = C·pass(ψ + h·Cᵀu_D) (the means tilted along u); ΔVu = n(μ_t − μ)/h − Σ₀u;
-a = r·u, b = u_D·ΔVu, w = ΔVu·W₀ (W₀ = V₀⁻¹ less its last row and column), c = w·ΔVu, t = 1 + b/a;
+a = r·u, b = u_D·ΔVu, w = ΔVu·W₀ (W₀ = V₀⁻¹ less its last row and column), c = w·ΔVu,
+t = 1 + b/a;
 f = −½(a/t + (c − b²/a)/t³) − log|V₀|^{1/2}.
 
 Backward (reverse order, ḡ for ∂f/∂·): with F = a/t + (c − b²/a)/t³ and F_t = −a/t² − 3(c − b²/a)/t⁴,
@@ -14,8 +15,8 @@ Backward (reverse order, ḡ for ∂f/∂·): with F = a/t + (c − b²/a)/t³ a
 r̄ = ā·u, ū = ā·r (+ b̄·ΔVu on u_D), (ΔVu)‾ = b̄·u_D + 2c̄·w (W₀ symmetric); n̄ = Σ (ΔVu)‾(μ_t − μ)/h,
 μ̄_t = n(ΔVu)‾/h = −μ̄ (so far), (Σ₀u)‾ = −(ΔVu)‾; the tilted pass backward
 (:func:`dpsynth.graphical.level_pass.level_backward`) gives ψ̄_t, which adds to ψ̄ and, through the
-tilt, ū_D += h·Cψ̄_t; ū_D += (Σ₀u)‾·C₀; r̄ += ū·V₀⁻¹; μ̄ −= n·r̄_D, n̄ −= r̄·(μ, 1); the untilted pass backward
-adds to ψ̄; θ̄ = Lᵀψ̄, v̄ = n̄·n·s.
+tilt, ū_D += h·Cψ̄_t; ū_D += (Σ₀u)‾·C₀; r̄ += ū·V₀⁻¹; μ̄ −= n·r̄_D, n̄ −= r̄·(μ, 1); the untilted
+pass backward adds to ψ̄; θ̄ = Lᵀψ̄, v̄ = n̄·n·s.
 
 Why by hand: the sampler's gradient is this density's (16 chains at a time), some 150 autograd
 nodes besides the two passes, each costing the engine's per-node overhead rather than arithmetic
@@ -33,9 +34,9 @@ from .level_pass import calibrated, level_backward
 
 class FixedMatrix:
     """A fixed matrix M (already cast to the precision wanted) for products x @ M with a few rows
-    x (the chains): kept as Mᵀ, contiguous, and applied as (Mᵀxᵀ)ᵀ, the result in float64. MKL's skinny products run faster
-    that way round: 16 rows by M of 1,027 × 2,053 in float32, 2.0–3.1 ms against 3.8–4.4 ms for
-    x @ M (the bundled Adult at 15 columns, one thread beside another job).
+    x (the chains): kept as Mᵀ, contiguous, and applied as (Mᵀxᵀ)ᵀ, the result in float64. MKL's
+    skinny products run faster that way round: 16 rows by M of 1,027 × 2,053 in float32, 2.0–3.1 ms
+    against 3.8–4.4 ms for x @ M (the bundled Adult at 15 columns, one thread beside another job).
 
     >>> m = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
     >>> x = torch.ones(4, 2, dtype=torch.float64)
