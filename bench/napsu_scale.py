@@ -203,13 +203,14 @@ def main(argv=None):
             rhat.append(gen.diagnostics_.get("rhat_max_cells", np.nan))
             ess.append(gen.diagnostics_.get("ess_bulk_min_cells", np.nan))
             mixed.append(bool(gen.diagnostics_.get("mixed", False)))
-            per_rep.append({"seed": args.seed0 + r, "covered": int(cover[-1].sum()),
-                            "missed": list(real.index[~cover[-1]]), "seconds_fit_plus_20": round(sec, 1),
-                            "rhat_max_cells": round(float(rhat[-1]), 4), "ess_bulk_min_cells": round(float(ess[-1]), 1),
-                            "gradient_evaluations": gen.diagnostics_.get("gradient_evaluations"),
-                            "draws_per_chain": gen.diagnostics_.get("draws_per_chain"), "mixed": mixed[-1]})
-            _common.log(f"15 columns rep {r}: covered {int(cover[-1].sum())}/{len(real)} "
-                        f"(missed {list(real.index[~cover[-1]])}), R-hat {rhat[-1]:.3f}, ESS {ess[-1]:.0f}, {sec:.0f} s")
+            fit = {"seed": args.seed0 + r, "covered": int(cover[-1].sum()),
+                   "missed": list(real.index[~cover[-1]]), "seconds_fit_plus_20": round(sec, 1),
+                   "rhat_max_cells": round(float(rhat[-1]), 4), "ess_bulk_min_cells": round(float(ess[-1]), 1),
+                   "gradient_evaluations": gen.diagnostics_.get("gradient_evaluations"),
+                   "draws_per_chain": gen.diagnostics_.get("draws_per_chain"), "mixed": mixed[-1]}
+            per_rep.append(fit)
+            _common.log(f"15 columns rep {r}: covered {fit['covered']}/{len(real)} "
+                        f"(missed {fit['missed']}), R-hat {rhat[-1]:.3f}, ESS {ess[-1]:.0f}, {sec:.0f} s")
         out["full_width"] = {
             "reps": args.reps, "coverage": round(float(np.mean(cover)), 3), "covered": int(np.sum(cover)),
             "intervals": int(np.size(cover)), "median_seconds_fit_plus_20": round(float(np.median(seconds)), 1),
