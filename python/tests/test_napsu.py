@@ -650,6 +650,35 @@ def test_the_sampler_reports_each_check_when_progress_is_on(toy_fit, monkeypatch
         assert [f"{p[0]} draws per chain" in ln for p, ln in zip(gen.diagnostics_["mixing_path"], lines[1:])] == [True] * 3
 
 
+def _ar1_chains(rng, rho, chains, draws, cells):
+    """Stationary AR(1) chains (chains, draws, cells) with unit variance."""
+    x = np.empty((chains, draws, cells))
+    x[:, 0] = rng.standard_normal((chains, cells))
+    for t in range(1, draws):
+        x[:, t] = rho * x[:, t - 1] + math.sqrt(1 - rho ** 2) * rng.standard_normal((chains, cells))
+    return x
+
+
+def test_rhat_falls_as_one_over_draws_whatever_the_chains_which_the_progress_guide_uses():
+    """The premise of the progress notes' guide (napsu_sampling.draws_to_target): for stationary
+    chains the split R̂ of a quantity with autocorrelation time τ is ≈ 1 + (τ − 1) / draws, with 8
+    chains as with 32, so the R̂ of the first quarter of the draws predicts where R̂ − 1 has fallen to
+    the value of all of them."""
+    from dpsynth.graphical.mixing import rhat_and_ess
+    from dpsynth.generators.napsu_sampling import draws_to_target
+
+    rng = np.random.default_rng(3)
+    rho, draws = 0.6, 1000
+    tau = (1 + rho) / (1 - rho)
+    for chains in (8, 32):
+        x = _ar1_chains(rng, rho, chains, draws, 200)
+        late = float(np.median(rhat_and_ess(x, ess=False)[0]))
+        assert late - 1 == pytest.approx((tau - 1) / draws, rel=0.25)
+        early = float(np.median(rhat_and_ess(x[:, :draws // 4], ess=False)[0]))
+        assert draws_to_target(draws // 4, early, late) == pytest.approx(draws, rel=0.3)
+    assert draws_to_target(400, 1.009, 1.01) is None and draws_to_target(400, math.nan, 1.01) is None
+
+
 def test_a_check_can_leave_out_a_transient(toy_fit, monkeypatch):
     """Where all draws miss R̂ but those after the first transient_start(n, first) meet every
     target, the fit stops there and keeps only those (modes in TRANSIENT_MODES); elsewhere it goes

@@ -86,6 +86,22 @@ def transient_start(draws: int, first: int) -> int:
     return min(draws // 2, first) if draws > first else 0
 
 
+def draws_to_target(draws: int, rhat: float, target: float) -> int | None:
+    """A rough guide to the draws per chain at which R̂ meets ``target``, from ``draws`` per chain
+    with R̂ ``rhat``: once the chains are stationary, the split R̂ of a quantity whose
+    autocorrelation time is τ draws is ≈ 1 + (τ − 1) / draws whatever the number of chains (AR(1)
+    chains, 8–64 of them: README, "Wide tables"), so R̂ − 1 falls as 1 / draws. Early checks, whose
+    draws still hold the chains' travel from their starts, overstate it. None where R̂ meets the
+    target or is undefined.
+
+    >>> draws_to_target(600, 1.0172, 1.01), draws_to_target(800, 1.0079, 1.01)
+    (1032, None)
+    """
+    if not (math.isfinite(rhat) and rhat > target > 1.0):
+        return None
+    return round(draws * (rhat - 1.0) / (target - 1.0))
+
+
 def mar_warmup(warmup: int, dim: int, chains: int) -> int:
     """The warm-up under ``missing="mar"``: ``warmup`` or, for a wide model, the shortest in steps
     of 10 whose last slow window (:func:`last_window_iterations`) gives the surrogate's fit enough
@@ -288,8 +304,10 @@ class PosteriorSampling:
 
         def checkpoint(draws, cells):
             point = (int(draws.shape[1]), cells.get("rhat_max_cells", math.nan), cells.get("ess_bulk_min_cells", math.nan))
+            expected = draws_to_target(point[0] - start, point[1], self.rhat_target)
             note(f"NAPSU-MQ sampler: {point[0]} draws per chain, R-hat {point[1]:.4f} (target <= {self.rhat_target}), "
-                 f"ESS {point[2]:.0f} (target >= {self.ess_target:.0f}), {n_grad} gradients, {seconds:.0f} s")
+                 f"ESS {point[2]:.0f} (target >= {self.ess_target:.0f}), {n_grad} gradients, {seconds:.0f} s"
+                 + (f"; if R-hat - 1 falls as 1/draws, ~{start + expected} draws per chain meet it" if expected else ""))
             return point
 
         def diagnose_from(draws, start):
