@@ -328,14 +328,15 @@ class MaxEntModel:
         flat = lp["lift"](theta.reshape(-1, self.D).T)
         return flat if lp["offset"] is None else flat + lp["offset"]
 
-    def pass_maps(self) -> tuple:
+    def pass_maps(self, names: tuple = ("collect",)) -> tuple:
         """(lift, collect, levels): the fixed maps of the level pass: θ (D, B) → tree cells
-        (:class:`SparseMap`; :meth:`lifted_potentials` adds the offset), beliefs → canonical
-        statistics, and the levels of :func:`dpsynth.graphical.level_pass.level_forward`; for code
-        that differentiates a whole density through the pass by hand
-        (:class:`dpsynth.graphical.expanded_v.ExpandedV`)."""
+        (:class:`SparseMap`; :meth:`lifted_potentials` adds the offset), beliefs → the events of
+        ``names`` stacked (as in :meth:`collect_means`; by default the canonical statistics), and
+        the levels of :func:`dpsynth.graphical.level_pass.level_forward`; for code that
+        differentiates a whole density through the pass by hand
+        (:class:`dpsynth.graphical.expanded_v.ExpandedV`, :class:`dpsynth.graphical.frozen_v.FrozenV`)."""
         lp = self._level_plan()
-        return lp["lift"], self._level_map(("collect",))[0], lp["levels"]
+        return lp["lift"], self._level_map(tuple(names))[0], lp["levels"]
 
     def _level_collect(self, theta, names, tilt=None, flat=None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """(A(θ) (…), :meth:`collect_means`) from the same pass (tilted as in :meth:`tilted_means`)."""

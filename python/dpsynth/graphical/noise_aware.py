@@ -55,6 +55,7 @@ import torch
 
 from .chunks import map_chunks
 from .expanded_v import ExpandedV, FixedMatrix
+from .frozen_v import FrozenV
 from .gaussian_tree import GaussianTree
 from .maxent import MaxEntModel
 from .starting_point import NEWTON_MAX_D, StartingPoint
@@ -342,7 +343,10 @@ class NoiseAwareLikelihood(StartingPoint):
             follow = self._follow(mu_p, n, tables_ref)
             follow = FOLLOW_CAP * torch.tanh(follow / FOLLOW_CAP)
             return -0.5 * (z ** 2).sum(-1) - log_det + follow + self.log_prior(x)
-        return frozen
+        if self.form != "reduced":
+            return frozen
+        # the same density with its gradient by hand for the sampler (FrozenV)
+        return FrozenV(self, self._cells, l_inv_t, log_det, tables_ref, FOLLOW_CAP, frozen)
 
     def _expanded_v(self, x_ref: torch.Tensor):
         """The reduced form's log density with rᵀV⁻¹r, r = ŝ − n(μ_D, 1), approximated from three numbers
