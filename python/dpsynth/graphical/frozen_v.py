@@ -24,7 +24,6 @@ from __future__ import annotations
 import torch
 
 from .expanded_v import FixedMatrix
-from .factor import DTYPE
 from .level_pass import level_backward, level_forward
 
 
@@ -78,17 +77,9 @@ class FrozenV:
 
     def _follow_and_grad(self, mu_p: torch.Tensor, n: torch.Tensor):
         """(:meth:`NoiseAwareLikelihood._follow` (B,), its gradients in μ_P (B, P) and in n (B, 1))."""
-        y, sigma2, one_hot, group = self.cells
-        d0, w0, c0, const = self.ref
-        nv = n[..., group]
-        root = torch.sqrt(nv)
-        d = nv * mu_p + sigma2
-        w = root * mu_p / d
-        r = y - nv * mu_p
-        a, b, c, a0, b0 = (torch.stack(torch.broadcast_tensors(r * r / d, r * w, w * w * d, r * r / d0, r * w0),
-                                       dim=-2) @ one_hot).unbind(-2)
-        c = 1.0 - c
-        follow = (0.5 * (a0 - a + b0 * b0 / c0 - b * b / c - torch.log(c))).sum(-1) - 0.5 * torch.log(d).sum(-1) + const
+        _, sigma2, one_hot, group = self.cells
+        d0, w0, c0, _ = self.ref
+        follow, (nv, root, d, w, r, b, c, b0) = follow_terms(self.cells, self.ref, mu_p, n)
         # the tables' coefficients ∂F/∂b, ∂F/∂b₀ and κ = ∂F/∂c, back on their cells
         coef_b, coef_b0, kappa = (torch.stack([-b / c, b0 / c0, 0.5 * b * b / (c * c) - 0.5 / c], dim=-2)
                                   @ one_hot.T).unbind(-2)
@@ -99,3 +90,22 @@ class FrozenV:
         g_nv = -mu_p * g_rho + mu_p * g_d + g_w * mu_p * (sigma2 - nv * mu_p) / (2.0 * root * d * d)
         g_n = torch.zeros_like(n).index_add_(-1, group, g_nv)
         return follow, g_mu, g_n
+
+
+def follow_terms(cells: tuple, ref: tuple, mu_p: torch.Tensor, n: torch.Tensor) -> tuple:
+    """F of :meth:`NoiseAwareLikelihood._follow` (the tables' own blocks of V following θ, less the
+    same frozen at ``ref``) from ``cells`` = (ŷ, σ², table indicators, count group) per released
+    cell, and the per-cell and per-table terms its gradient needs (n per cell, √n, d, w, ρ, b, c, b₀);
+    plain torch operations, so autograd can record them."""
+    y, sigma2, one_hot, group = cells
+    d0, w0, c0, const = ref
+    nv = n[..., group]
+    root = torch.sqrt(nv)
+    d = nv * mu_p + sigma2
+    w = root * mu_p / d
+    r = y - nv * mu_p
+    a, b, c, a0, b0 = (torch.stack(torch.broadcast_tensors(r * r / d, r * w, w * w * d, r * r / d0, r * w0),
+                                   dim=-2) @ one_hot).unbind(-2)
+    c = 1.0 - c
+    follow = (0.5 * (a0 - a + b0 * b0 / c0 - b * b / c - torch.log(c))).sum(-1) - 0.5 * torch.log(d).sum(-1) + const
+    return follow, (nv, root, d, w, r, b, c, b0)

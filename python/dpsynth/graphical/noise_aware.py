@@ -55,7 +55,7 @@ import torch
 
 from .chunks import map_chunks
 from .expanded_v import ExpandedV, FixedMatrix
-from .frozen_v import FrozenV
+from .frozen_v import FrozenV, follow_terms
 from .gaussian_tree import GaussianTree
 from .maxent import MaxEntModel
 from .starting_point import NEWTON_MAX_D, StartingPoint
@@ -439,17 +439,9 @@ class NoiseAwareLikelihood(StartingPoint):
         """``table_log_density(mu_p, n, mu_p, n)`` less the same with the covariance frozen at
         ``ref`` (:meth:`_frozen_tables`): one residual and one product with the tables' indicators
         for both terms (two :meth:`_table_density` calls cost twice the operations; this term is
-        part of every surrogate gradient)."""
-        y, sigma2, one_hot, group = self._cells
-        d0, w0, c0, const = ref
-        nv = n[..., group]
-        d = nv * mu_p + sigma2
-        w = torch.sqrt(nv) * mu_p / d
-        r = y - nv * mu_p
-        a, b, c, a0, b0 = (torch.stack(torch.broadcast_tensors(r * r / d, r * w, w * w * d, r * r / d0, r * w0),
-                                       dim=-2) @ one_hot).unbind(-2)
-        c = 1.0 - c
-        return (0.5 * (a0 - a + b0 * b0 / c0 - b * b / c - torch.log(c))).sum(-1) - 0.5 * torch.log(d).sum(-1) + const
+        part of every surrogate gradient; :func:`dpsynth.graphical.frozen_v.follow_terms`, which
+        :class:`FrozenV` differentiates by hand)."""
+        return follow_terms(self._cells, ref, mu_p, n)[0]
 
     def _fitted_slope(self, frozen, x_ref, draws) -> torch.Tensor | None:
         """Ridge regression of d = log p − frozen on x − x_ref over an even thinning of ``draws``
