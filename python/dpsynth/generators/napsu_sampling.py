@@ -90,7 +90,7 @@ def draws_to_target(draws: int, rhat: float, target: float) -> int | None:
     """A rough guide to the draws per chain at which R̂ meets ``target``, from ``draws`` per chain
     with R̂ ``rhat``: once the chains are stationary, the split R̂ of a quantity whose
     autocorrelation time is τ draws is ≈ 1 + (τ − 1) / draws whatever the number of chains (AR(1)
-    chains, 8–64 of them: README, "Wide tables"), so R̂ − 1 falls as 1 / draws. Early checks, whose
+    chains, 8–64 of them: docs/napsu-measurements.md, "Wide tables"), so R̂ − 1 falls as 1 / draws. Early checks, whose
     draws still hold the chains' travel from their starts, overstate it. None where R̂ meets the
     target or is undefined.
 
