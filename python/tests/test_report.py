@@ -57,6 +57,9 @@ def test_analyst_report_shows_posterior_diagnostics(tmp_path, small):
     napsu.generator.diagnostics_.update(rhat_max_cells=3.5, mixed=False)
     text = analyst_report(napsu, "y ~ g", family="binomial", path=tmp_path / "c.html").read_text()
     assert "did not mix" in text and "3.500" in text and "No claim of validity" in text
+    napsu.generator.diagnostics_.update(rhat_max_cells=1.0102)  # just over the target: not shown as "1.010"
+    text = analyst_report(napsu, "y ~ g", family="binomial", path=tmp_path / "d.html").read_text()
+    assert "did not mix" in text and "probabilities 1.0102 &gt; 1.01" in text
 
 
 def test_holder_report_is_marked_private(tmp_path, small):

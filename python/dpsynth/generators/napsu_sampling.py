@@ -23,6 +23,7 @@ import torch
 
 from ..graphical.chunks import map_chunks
 from ..graphical.metric import shrunk_covariance
+from ..graphical.mixing import format_rhat
 from ..graphical.noise_aware import fit_draws
 from ..graphical.posterior import (PosteriorNotMixedWarning, ess_bulk, hmc, last_window_iterations, psis_weights,
                                    rhat_and_ess)
@@ -305,7 +306,7 @@ class PosteriorSampling:
         def checkpoint(draws, cells):
             point = (int(draws.shape[1]), cells.get("rhat_max_cells", math.nan), cells.get("ess_bulk_min_cells", math.nan))
             expected = draws_to_target(point[0] - start, point[1], self.rhat_target)
-            note(f"NAPSU-MQ sampler: {point[0]} draws per chain, R-hat {point[1]:.4f} (target <= {self.rhat_target}), "
+            note(f"NAPSU-MQ sampler: {point[0]} draws per chain, R-hat {format_rhat(point[1], self.rhat_target, 4)} (target <= {self.rhat_target}), "
                  f"ESS {point[2]:.0f} (target >= {self.ess_target:.0f}), {n_grad} gradients, {seconds:.0f} s"
                  + (f"; if R-hat - 1 falls as 1/draws, ~{start + expected} draws per chain meet it" if expected else ""))
             return point
@@ -405,7 +406,7 @@ class PosteriorSampling:
     def _not_mixed_message(self) -> str:
         d = self.diagnostics_
         return (f"NAPSU-MQ's posterior sampler did not mix: split R-hat of the released cells' probabilities "
-                f"{d.get('rhat_max_cells', float('nan')):.3f} (target <= {self.rhat_target}), bulk ESS "
+                f"{format_rhat(d.get('rhat_max_cells', float('nan')), self.rhat_target)} (target <= {self.rhat_target}), bulk ESS "
                 f"{d.get('ess_bulk_min_cells', float('nan')):.0f} (target >= {self.ess_target:.0f}). Pooled intervals "
                 "from these datasets may be too narrow or too wide; raise mcmc_draws / mcmc_warmup, or "
                 "measure fewer or coarser tables")

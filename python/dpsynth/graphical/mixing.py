@@ -99,6 +99,21 @@ def split_rhat(x) -> np.ndarray | float:
     return rhat_and_ess(x, ess=False)[0]
 
 
+def format_rhat(rhat: float, target: float, digits: int = 3) -> str:
+    """R̂ as text, rounded to ``digits`` decimals, or to more (at most 6) where that rounding would
+    put it on the other side of ``target``: a progress line or report must not print "1.010" for an
+    R̂ of 1.0102 that missed a target of 1.01.
+
+    >>> format_rhat(1.0102, 1.01), format_rhat(1.01003, 1.01, 4), format_rhat(1.0079, 1.01)
+    ('1.0102', '1.01003', '1.008')
+    """
+    text = f"{rhat:.{digits}f}"
+    while digits < 6 and (rhat > target) != (float(text) > target):
+        digits += 1
+        text = f"{rhat:.{digits}f}"
+    return text
+
+
 def ess_bulk(x) -> np.ndarray | float:
     """Bulk effective sample size of draws ``x`` (chains, draws[, …]): the ESS of the z-scaled
     split chains; NaN for a quantity with non-finite draws, and with fewer than 4 draws."""

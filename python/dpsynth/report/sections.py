@@ -8,6 +8,7 @@ import html
 
 import pandas as pd
 
+from ..graphical.mixing import format_rhat
 from .html import html_table
 
 
@@ -46,12 +47,12 @@ def diagnostics_section(result) -> str | None:
         ess_text = f", smallest bulk ESS {ess:.0f}" if ess is not None and ess == ess else ""
         if diag.get("mixed") is False or rhat > RHAT_OK:
             note = (f"<div class='banner warn'><b>The posterior sampler did not mix</b> (largest split R̂ of the "
-                    f"released cells' probabilities {rhat:.3f} &gt; {RHAT_OK}{ess_text}). The spread between "
+                    f"released cells' probabilities {format_rhat(rhat, RHAT_OK)} &gt; {RHAT_OK}{ess_text}). The spread between "
                     "the synthetic datasets may misstate the posterior, so the pooled intervals may be too "
                     "narrow or too wide. No claim of validity is made for this release; ask the data holder "
                     "for a longer run.</div>")
         else:
-            note = f"<p>The sampler's chains mixed (largest split R̂ of the cells' probabilities {rhat:.3f}{ess_text}).</p>"
+            note = f"<p>The sampler's chains mixed (largest split R̂ of the cells' probabilities {format_rhat(rhat, RHAT_OK)}{ess_text}).</p>"
     return note + _missing_note(result) + html_table(frame)
 
 
