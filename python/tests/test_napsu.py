@@ -493,6 +493,10 @@ def test_hmc_reports_diagnostics_and_flags_a_posterior_that_has_not_mixed(toy_fi
     with pytest.raises(PosteriorNotMixedError):
         NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, mcmc_chains=2, mcmc_warmup=10, mcmc_draws=5,
                 on_not_mixed="raise").fit(df, TOY_SCHEMA, seed=1)
+    # the warning names the target that was missed, the importance weights' k̂ included
+    short.diagnostics_.update(rhat_max_cells=1.004, ess_bulk_min_cells=3600.0, pareto_k=0.93)
+    msg = short._not_mixed_message()
+    assert "R-hat of the released cells' probabilities 1.004" in msg and "Pareto k-hat of the importance weights 0.93 (target <= 0.7)" in msg
 
 
 def test_each_extension_starts_with_the_metric_of_all_draws_so_far(toy_fit, monkeypatch):

@@ -59,7 +59,10 @@ def test_analyst_report_shows_posterior_diagnostics(tmp_path, small):
     assert "did not mix" in text and "3.500" in text and "No claim of validity" in text
     napsu.generator.diagnostics_.update(rhat_max_cells=1.0102)  # just over the target: not shown as "1.010"
     text = analyst_report(napsu, "y ~ g", family="binomial", path=tmp_path / "d.html").read_text()
-    assert "did not mix" in text and "probabilities 1.0102 &gt; 1.01" in text
+    assert "did not mix" in text and "probabilities 1.0102, target ≤ 1.01" in text
+    napsu.generator.diagnostics_.update(rhat_max_cells=1.004, pareto_k=0.93)  # R̂ met, the weights' tail not
+    text = analyst_report(napsu, "y ~ g", family="binomial", path=tmp_path / "e.html").read_text()
+    assert "did not mix" in text and "Pareto k̂ of the importance weights 0.93" in text
 
 
 def test_holder_report_is_marked_private(tmp_path, small):

@@ -405,11 +405,13 @@ class PosteriorSampling:
 
     def _not_mixed_message(self) -> str:
         d = self.diagnostics_
+        k_hat = d.get("pareto_k")  # the importance weights' tail, where the draws were reweighted
         return (f"NAPSU-MQ's posterior sampler did not mix: split R-hat of the released cells' probabilities "
                 f"{format_rhat(d.get('rhat_max_cells', float('nan')), self.rhat_target)} (target <= {self.rhat_target}), bulk ESS "
-                f"{d.get('ess_bulk_min_cells', float('nan')):.0f} (target >= {self.ess_target:.0f}). Pooled intervals "
-                "from these datasets may be too narrow or too wide; raise mcmc_draws / mcmc_warmup, or "
-                "measure fewer or coarser tables")
+                f"{d.get('ess_bulk_min_cells', float('nan')):.0f} (target >= {self.ess_target:.0f})"
+                + ("" if k_hat is None else f", Pareto k-hat of the importance weights {k_hat:.2f} (target <= {PARETO_K_MAX})")
+                + ". Pooled intervals from these datasets may be too narrow or too wide; raise mcmc_draws / "
+                "mcmc_warmup, or measure fewer or coarser tables")
 
     # ------------------------------------------------------------------ posterior and sampling
     def _cell_diagnostics(self, draws: torch.Tensor, probs: np.ndarray | None = None) -> dict:

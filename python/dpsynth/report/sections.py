@@ -46,8 +46,11 @@ def diagnostics_section(result) -> str | None:
     if rhat is not None and rhat == rhat:  # not NaN
         ess_text = f", smallest bulk ESS {ess:.0f}" if ess is not None and ess == ess else ""
         if diag.get("mixed") is False or rhat > RHAT_OK:
+            k_hat = diag.get("pareto_k")
+            k_text = "" if k_hat is None or k_hat != k_hat else f", Pareto k̂ of the importance weights {k_hat:.2f}"
             note = (f"<div class='banner warn'><b>The posterior sampler did not mix</b> (largest split R̂ of the "
-                    f"released cells' probabilities {format_rhat(rhat, RHAT_OK)} &gt; {RHAT_OK}{ess_text}). The spread between "
+                    f"released cells' probabilities {format_rhat(rhat, RHAT_OK)}, target ≤ {RHAT_OK}{ess_text}{k_text}). "
+                    "The spread between "
                     "the synthetic datasets may misstate the posterior, so the pooled intervals may be too "
                     "narrow or too wide. No claim of validity is made for this release; ask the data holder "
                     "for a longer run.</div>")
