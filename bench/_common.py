@@ -37,9 +37,20 @@ def add_selection_penalty(ap: argparse.ArgumentParser) -> None:
                     help="NAPSU-MQ(selection_penalty=...): MST scores less the noise each table adds, or not")
 
 
+def add_reference(ap: argparse.ArgumentParser) -> None:
+    """``--reference first|largest``: NAPSU-MQ's ``reference`` (θ's reference levels) set
+    explicitly; absent: the generator's default. Read back by :func:`napsu_options`."""
+    ap.add_argument("--reference", choices=["first", "largest"], default=None,
+                    help="NAPSU-MQ(reference=...): level 0 or each column's largest released level")
+
+
 def napsu_options(args) -> dict:
-    """The NAPSU-MQ options :func:`add_selection_penalty` set (``{}``: the defaults)."""
-    return {} if args.selection_penalty is None else {"selection_penalty": bool(args.selection_penalty)}
+    """The NAPSU-MQ options :func:`add_selection_penalty` and :func:`add_reference` set (``{}``:
+    the defaults)."""
+    options = {} if args.selection_penalty is None else {"selection_penalty": bool(args.selection_penalty)}
+    if getattr(args, "reference", None) is not None:
+        options["reference"] = args.reference
+    return options
 
 
 def parse_list(text, cast=str) -> list:

@@ -128,6 +128,7 @@ def main(argv=None):
     ap.add_argument("--mechanisms", nargs="*", default=["MCAR", "MAR"])
     ap.add_argument("--compare", action="store_true", help="also run missing='available-case'")
     _common.add_selection_penalty(ap)
+    _common.add_reference(ap)
     ap.add_argument("--mnar-reps", type=int, default=2)
     ap.add_argument("--mnar-cut", nargs="*", default=["both", "upper"], help="MNARQ tails censored, one study each")
     ap.add_argument("--mnar-shifts", nargs="*", type=float, default=[-1.0, 0.0, 1.0])

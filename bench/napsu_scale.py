@@ -28,7 +28,7 @@ adult.names): at 15 columns NAPSU-MQ models 14 and writes ``education`` after sa
   so that studies run in pieces (``--seed0``) can be pooled. R̂ ≤ 1.01, a maximum over the 1,391
   released cells, has needed a least ESS of the chains of ~1,100–1,400: the path shows it.
 
-Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0] [--[no-]selection-penalty]
+Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0] [--[no-]selection-penalty] [--reference first|largest]
 Prints progress on stderr and one JSON object on the last line of stdout.
 """
 from __future__ import annotations
@@ -192,6 +192,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=1, help="fits + 20 datasets at 15 columns (coverage)")
     ap.add_argument("--seed0", type=int, default=0)
     _common.add_selection_penalty(ap)
+    _common.add_reference(ap)
     args = ap.parse_args(argv)
     options = _common.napsu_options(args)
     torch.set_num_threads(1)

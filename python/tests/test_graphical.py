@@ -123,6 +123,47 @@ def test_canonical_cells_and_maximal_cliques_helpers():
         MaxEntModel(Domain(["a", "b"], [2, 2]), [("a",)])
 
 
+@pytest.mark.parametrize("name", list(STRUCTURES))
+def test_reference_levels_change_the_coordinates_not_the_family(name):
+    attrs, sizes, cliques = STRUCTURES[name]
+    dom = Domain(attrs, sizes)
+    rng = np.random.default_rng(3)
+    first = MaxEntModel(dom, cliques)
+    other = MaxEntModel(dom, cliques, reference={a: int(rng.integers(k)) for a, k in zip(attrs, sizes)})
+    assert other.D == first.D and other.reference != first.reference
+    _, a_first, p, log_z, ind = brute_force(first, rng.normal(0, 0.8, first.D))
+    _, a_other, _, _, _ = brute_force(other, np.zeros(other.D))
+    # the same span (with a constant): every distribution of one coding is one of the other ...
+    assert np.linalg.matrix_rank(np.c_[a_first, a_other, np.ones(len(p))]) == first.D + 1
+    # ... found by least squares on its log-probabilities, with the same table marginals
+    coef, *_ = np.linalg.lstsq(np.c_[a_other, np.ones(len(p))], np.log(p), rcond=None)
+    np.testing.assert_allclose(np.c_[a_other, np.ones(len(p))] @ coef, np.log(p), atol=1e-10)
+    np.testing.assert_allclose(other.table_marginals(torch.as_tensor(coef[:-1])).numpy(), p @ ind, atol=1e-12)
+    # a cell is θ's coordinate only off its columns' references
+    for c, cells in zip(other.cliques, other.canonical):
+        levels = np.array(np.unravel_index(cells, dom.project(c).shape))
+        ref = np.array([other.reference[x] for x in c])[:, None]
+        assert (levels != ref).any(axis=0).all()
+
+
+def test_reference_levels_are_checked_and_picked_from_counts():
+    from dpsynth.graphical.icin import IcinModel
+    from dpsynth.graphical.maxent import largest_levels
+
+    dom = Domain(["a", "b"], [3, 2])
+    with pytest.raises(ValueError, match="not in the domain"):
+        MaxEntModel(dom, [("a", "b")], reference={"z": 1})
+    with pytest.raises(ValueError, match="0..2"):
+        MaxEntModel(dom, [("a", "b")], reference={"a": 3})
+    with pytest.raises(ValueError, match="integer level"):
+        MaxEntModel(dom, [("a", "b")], reference={"a": 1.0})
+    with pytest.raises(ValueError, match="'missing' level"):  # a's last level is "missing"
+        IcinModel(dom, [("a", "b")], incomplete=["a"], reference={"a": 2})
+    counts = [np.array([5.0, 1, 2, 2, 30, 40]), np.array([3.0, 9])]  # (a, b) and (b,)
+    assert largest_levels(dom, [("a", "b"), ("b",)], counts) == {"a": 2, "b": 1}
+    assert largest_levels(dom, [("a", "b"), ("b",)], counts, last_excluded=["a"]) == {"a": 0, "b": 1}
+
+
 def test_factor_algebra():
     f = Factor(Domain(["a", "b"], [2, 3]), torch.log(torch.arange(1.0, 7.0, dtype=torch.float64)).reshape(2, 3))
     g = Factor(Domain(["b"], [3]), torch.log(torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)))
@@ -465,11 +506,12 @@ def _observed(model, states):
     return np.stack(out, axis=1)
 
 
-def test_icin_moments_match_enumeration_and_theta_is_identified():
+@pytest.mark.parametrize("reference", [None, {"a": 2, "b": 1, "c": 1}])
+def test_icin_moments_match_enumeration_and_theta_is_identified(reference):
     from dpsynth.graphical.icin import IcinModel
 
     dom = Domain(["a", "b", "c"], [3, 4, 3])  # b and c incomplete: their last level is "missing"
-    model = IcinModel(dom, [("a", "b"), ("b", "c")], incomplete=["b", "c"], shift={"b": 0.3})
+    model = IcinModel(dom, [("a", "b"), ("b", "c")], incomplete=["b", "c"], shift={"b": 0.3}, reference=reference)
     theta = torch.as_tensor(np.random.default_rng(0).normal(0, 0.7, model.D))
     states, p = _latent_joint(model, theta)
     x = _observed(model, states)

@@ -130,6 +130,7 @@ def test_save_load_and_registry(tmp_path, toy_fit):
     ({"missing": "available-case", "mnar_shift": {"x1": 1.0}}, ValueError, "mnar_shift"),
     ({"queries": TOY_QUERY, "forced_queries": [("x1", "y")]}, ValueError, "forced_queries"),
     ({"prior_sd": 0}, ValueError, "prior_sd"),
+    ({"reference": "mode"}, ValueError, "reference"),
     ({"delta": None}, ValueError, "delta"),
 ])
 def test_bad_options(kwargs, err, match):
@@ -445,6 +446,31 @@ def test_auto_mode_follows_the_public_declaration_never_the_rows():
         NAPSUMQ(2.0, 1e-6, queries=TOY_QUERY, **FAST).fit(holed, TOY_SCHEMA, seed=1)
     plain = NAPSUMQ(2.0, 1e-6, queries=TOY_QUERY, **FAST).fit(full, TOY_SCHEMA, seed=1)
     assert plain.missing_mode_ == "available-case" and plain.level_columns_ == []
+
+
+def test_reference_levels_are_the_largest_released_observed_levels(monkeypatch):
+    """``reference="largest"``: θ's reference levels come from the noisy released tables
+    (post-processing), each column's largest level, never an incomplete column's "missing" under
+    MAR; the default ``"first"``: level 0."""
+    from dpsynth.graphical.maxent import largest_levels
+
+    def likelihood_only(self, measurements, source):
+        self.test_lik_, self.test_measured_, self.diagnostics_ = self.likelihood(measurements), measurements, {}
+
+    monkeypatch.setattr(NAPSUMQ, "_fit_posterior", likelihood_only)
+    rng = np.random.default_rng(8)
+    df = toy_data(4000, rng).astype("Int64")
+    df["x1"] = (rng.random(len(df)) < 0.9).astype(int)          # level 1 holds 90 %
+    df["x2"] = df["x2"].mask(rng.random(len(df)) < 0.6)          # 60 % missing: its largest "level"
+    gen = NAPSUMQ(3.0, 1e-6, queries=TOY_QUERY, missing="mar", incomplete=["x2"], reference="largest").fit(
+        df, TOY_SCHEMA, seed=1)
+    model = gen.test_lik_.model
+    assert model.reference["x1"] == 1 and model.reference["x2"] in (0, 1)
+    (m,) = gen.test_measured_  # one (x1, x2, y) table of 2 × 3 × 2 cells
+    assert model.reference == largest_levels(gen.domain_, [m.attrs], [m.noisy], last_excluded=["x2"])
+    assert largest_levels(gen.domain_, [m.attrs], [m.noisy])["x2"] == 2  # "missing" holds the most
+    gen = NAPSUMQ(3.0, 1e-6, queries=TOY_QUERY, missing="mar", incomplete=["x2"]).fit(df, TOY_SCHEMA, seed=1)
+    assert set(gen.test_lik_.model.reference.values()) == {0}  # the default, "first"
 
 
 def test_missing_as_level_carries_the_pattern():

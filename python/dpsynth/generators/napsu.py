@@ -128,6 +128,7 @@ import numpy as np
 import torch
 
 from ..graphical import Domain, MaxEntModel, maximal_cliques
+from ..graphical.maxent import largest_levels
 from ..graphical.icin import IcinModel
 from ..graphical.noise_aware import MODE_TOL as TIGHT_MODE_TOL, NoiseAwareLikelihood, count_groups
 from .napsu_budget import RhoSplit, planned_sd, split_measurement, split_rho
@@ -156,6 +157,9 @@ MISSING_MODES = ("auto", "available-case", "level", "mar")
 AIM_MODEL_CELLS = 3000
 SELECTIONS = ("mst", "aim")  # private query selection: MST's tree or AIM's adaptive rounds
 PRIOR_SD = 2.5
+#: reference levels of θ's canonical coordinates (the ``reference`` option)
+REFERENCES = ("first", "largest")
+REFERENCE = "first"
 #: per-table ρ of the analyses' tables relative to the other measured tables. On Adult-10 at ε = 1
 #: (bench/napsu_validity.py, 20 repeats, same seeds) 1 gave pooled intervals of the named regression
 #: a median 1.62× the real-data ones, 2 gave 1.49× (3: 1.43× over 12 repeats), coverage 0.99 for 1
@@ -192,6 +196,16 @@ class NAPSUMQ(PosteriorSampling, Generator):
         cost; ``fit_pooled`` reads n̂ from the result for its fallback. 1 gives n̂ rows.
     inference : ``"hmc"`` (default), ``"hmc-da"``, ``"laplace"`` or ``"slice"``; see the module docstring.
     prior_sd : sd of the N(0, prior_sd²) prior on θ (default 2.5; paper: 10).
+    reference : the reference level of each column in θ's canonical coordinates (each θ is a
+        cell's log odds ratio against its columns' reference levels, and the prior shrinks
+        towards them): ``"first"`` (default: level 0, the paper's "arbitrary" choice, Räisä et
+        al. 2023, Supp. C) or ``"largest"`` (the level with the largest released count:
+        post-processing of the noisy tables; never an incomplete column's "missing";
+        :func:`dpsynth.graphical.maxent.largest_levels`). A rare reference level (the bundled
+        Adult's education-num 1: 0.16 % of rows) puts its cells' noise into every coordinate of
+        its tables. ``"largest"`` is not the default: the prior then means something else, no
+        coverage study has been run with it, and on the bundled Adult's 15 columns a whole fit
+        with it needed as many gradients as with ``"first"`` (docs/napsu-measurements.md).
     missing : ``"auto"`` (default: ``"mar"`` on the columns declared incomplete, see the module
         docstring), ``"mar"`` (completed datasets, valid under MAR), ``"available-case"`` (valid
         under MCAR) or ``"level"`` (missing as an extra level, kept in the output).
@@ -237,7 +251,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
                        "mcmc_chains", "mcmc_warmup", "mcmc_draws", "mcmc_thin")
 
     def __init__(self, epsilon: float, delta: float | None = None, queries="mst", inference: str = "hmc",
-                 prior_sd: float = PRIOR_SD, missing: str = "auto", incomplete=None, forced_queries=None,
+                 prior_sd: float = PRIOR_SD, reference: str = REFERENCE, missing: str = "auto", incomplete=None, forced_queries=None,
                  analyses=None, selection_share: float = 0.2, analysis_weight: float = ANALYSIS_WEIGHT,
                  size_ratio: float = SIZE_RATIO, mnar_shift=None,
                  mcmc_chains: int | None = None, mcmc_warmup: int | None = None, mcmc_draws: int | None = None,
@@ -255,6 +269,8 @@ class NAPSUMQ(PosteriorSampling, Generator):
             raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
         if missing not in MISSING_MODES:
             raise ValueError(f"missing must be one of {MISSING_MODES}, got {missing!r}")
+        if reference not in REFERENCES:
+            raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
         if incomplete is not None and missing not in ("auto", "level", "mar"):
             raise ValueError("incomplete= is used only with missing='auto', 'mar' or 'level'")
         if mnar_shift is not None:
@@ -481,10 +497,16 @@ class NAPSUMQ(PosteriorSampling, Generator):
         clique exceeds ``max_cells``. Post-processing of released values only."""
         tables = [m.attrs for m in measurements]
         cliques = [m.attrs for m in measurements if not any(set(m.attrs) < set(o) for o in tables)]
-        if self.missing_mode_ == "mar" and self.level_columns_:
-            model = IcinModel(self.domain_, cliques, tables, incomplete=self.level_columns_, shift=self.mnar_shift_)
+        latent = self.missing_mode_ == "mar" and bool(self.level_columns_)
+        reference = None
+        if getattr(self, "reference", "first") == "largest":  # fits saved before the option: level 0
+            reference = largest_levels(self.domain_, tables, [m.noisy for m in measurements],
+                                       last_excluded=self.level_columns_ if latent else ())
+        if latent:
+            model = IcinModel(self.domain_, cliques, tables, incomplete=self.level_columns_, shift=self.mnar_shift_,
+                              reference=reference)
         else:
-            model = MaxEntModel(self.domain_, cliques, tables)
+            model = MaxEntModel(self.domain_, cliques, tables, reference)
         clique, cells = largest_clique(self.domain_, model.cliques)
         if cells > self.max_cells:  # AIM's selection, or several analyses joined by the tree
             raise ValueError(too_large(self.domain_, clique, cells, self.max_cells) + " (the ledger shows the "
@@ -502,7 +524,8 @@ class NAPSUMQ(PosteriorSampling, Generator):
         self.model_, self.likelihood_, self.measurements_ = model, lik, measurements
         self.diagnostics_ = {"D": model.D, "P": model.P, "tables": len(model.tables), "cliques": len(model.cliques),
                              "junction_tree_cells": model.jt.size(), "likelihood_form": lik.form,
-                             "inference": self.inference_, "rho_split": self.rho_split_.as_dict()}
+                             "inference": self.inference_, "rho_split": self.rho_split_.as_dict(),
+                             "reference_levels": dict(model.reference)}
         self.draws_, self.laplace_, self.weights_ = None, None, None
         if self.inference_ in ("laplace", "slice"):
             precondition = torch.linalg.inv(torch.linalg.cholesky(fisher)).T  # Sᵀ F S = I

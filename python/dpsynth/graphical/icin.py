@@ -65,8 +65,8 @@ def indicator(column: Hashable) -> tuple:
 
 class IcinModel(MaxEntModel):
     """ICIN model (module docstring) on the observed ``domain`` (each column of ``incomplete`` has
-    its missing level last) with ``cliques`` and released ``tables`` as in :class:`MaxEntModel`;
-    ``shift``: column → δ (MNAR sensitivity). Attributes as :class:`MaxEntModel`, plus
+    its missing level last) with ``cliques``, released ``tables`` and ``reference`` (never an
+    incomplete column's missing level) as in :class:`MaxEntModel`; ``shift``: column → δ (MNAR sensitivity). Attributes as :class:`MaxEntModel`, plus
     ``observed`` (the observed-domain model that defines the statistics), ``latent`` (the domain
     of x then the R_j) and ``jt`` (the latent junction tree). :meth:`sample` (inherited) gives
     latent codes (m, n, d + number of incomplete columns): x in domain order (incomplete columns
@@ -74,17 +74,22 @@ class IcinModel(MaxEntModel):
 
     def __init__(self, domain: Domain, cliques: Sequence[Sequence[Hashable]],
                  tables: Sequence[Sequence[Hashable]] | None = None, incomplete: Sequence[Hashable] = (),
-                 shift: dict | None = None):
-        self.observed = MaxEntModel(domain, cliques, tables)
+                 shift: dict | None = None, reference: dict | None = None):
         unknown = [c for c in incomplete if c not in domain]
         if unknown:
             raise ValueError(f"incomplete columns {unknown} are not in the domain")
+        at_missing = [c for c in incomplete if (reference or {}).get(c, 0) == domain.size(c) - 1]
+        if at_missing:  # its features would be [x = v] for every level v: collinear with the constant
+            raise ValueError(f"the reference level of incomplete columns {at_missing} is their 'missing' level; "
+                             "pick an observed level (largest_levels(..., last_excluded=incomplete))")
+        self.observed = MaxEntModel(domain, cliques, tables, reference)
         shift = dict(shift or {})
         if set(shift) - set(incomplete):
             raise ValueError(f"shift names columns {sorted(set(shift) - set(incomplete), key=str)} "
                              "that are not incomplete")
         o = self.observed
         self.domain, self.cliques, self.canonical, self.D = o.domain, o.cliques, o.canonical, o.D
+        self.reference = o.reference
         self.tables, self.table_sizes, self.P = o.tables, o.table_sizes, o.P
         self.canonical_index = o.canonical_index
         self.incomplete = [a for a in domain.attrs if a in set(incomplete)]

@@ -8,11 +8,16 @@ matches expected full marginals on the cliques is the log-linear model (Räisä 
 a Markov network whose factors are the cliques. The full set of cell indicators of the K marginals
 is linearly dependent (each table sums to one, tables share lower-order margins), so θ would not be
 identifiable. :func:`canonical_cells` keeps the *canonical* statistics (Räisä et al. 2023, Supp. C;
-Abbeel et al. 2006): reference level 0 for every variable; for every non-empty subset S of a clique
-and every assignment v of S with all v_i ≥ 1, the indicator [x_S = v] — re-expressed as the cells of
-the first clique containing S that agree with v on S (one statistic per cell, duplicates skipped).
-Every statistic is then one cell of one clique, and D = Σ_S ∏_{i∈S}(k_i − 1) over the distinct
-subsets S (one clique: all cells but the all-zero cell).
+Abbeel et al. 2006): a reference level r_i for every variable (level 0 unless ``reference`` says
+otherwise); for every non-empty subset S of a clique and every assignment v of S with all v_i ≠ r_i,
+the indicator [x_S = v] — re-expressed as the cells of the first clique containing S that agree with
+v on S (one statistic per cell, duplicates skipped). Every statistic is then one cell of one clique,
+and D = Σ_S ∏_{i∈S}(k_i − 1) over the distinct subsets S (one clique: all cells but the reference
+cell). The family does not depend on the references (any choice spans the same log-potentials; the
+paper calls it arbitrary and takes 0); the coordinates do: θ of a cell is its log odds ratio against
+the reference cells, so a rare reference level makes every coordinate of its tables as noisy as
+that level's cells (:func:`largest_levels` picks well-filled ones), and a N(0, σ²) prior on θ
+shrinks towards the references.
 
 A(θ), the table marginals μ and the second moments E[a aᵀ] of any measured tables come from one
 batched pass of junction-tree message passing (:class:`JunctionTree`): the second moments by
@@ -59,11 +64,21 @@ def maximal_cliques(cliques: Sequence[Sequence[Hashable]]) -> list[tuple]:
     return out
 
 
-def canonical_cells(domain: Domain, cliques: Sequence[Sequence[Hashable]]) -> list[np.ndarray]:
+def canonical_cells(domain: Domain, cliques: Sequence[Sequence[Hashable]],
+                    reference: dict | None = None) -> list[np.ndarray]:
     """For each clique, the flat indices (C order over the clique's attributes) of its canonical
-    cells: cells whose non-zero coordinates contain a subset S that this clique is the first to
-    contain (see module docstring)."""
+    cells: cells whose coordinates off their reference level (``reference``: attribute → level,
+    0 where absent) contain a subset S that this clique is the first to contain (see module
+    docstring).
+
+    >>> dom = Domain(["a", "b"], [2, 3])
+    >>> [c.tolist() for c in canonical_cells(dom, [("a", "b")])]   # all cells but (0, 0)
+    [[1, 2, 3, 4, 5]]
+    >>> [c.tolist() for c in canonical_cells(dom, [("a", "b")], {"b": 2})]  # all but (0, 2)
+    [[0, 1, 3, 4, 5]]
+    """
     cliques = [tuple(c) for c in cliques]
+    reference = reference or {}
     owner = {}
     for k, c in enumerate(cliques):
         for r in range(1, len(c) + 1):
@@ -72,12 +87,59 @@ def canonical_cells(domain: Domain, cliques: Sequence[Sequence[Hashable]]) -> li
     out = []
     for k, c in enumerate(cliques):
         shape = domain.project(c).shape
-        nonzero = np.indices(shape).reshape(len(c), -1) != 0
+        levels = np.array([reference.get(a, 0) for a in c])[:, None]
+        nonzero = np.indices(shape).reshape(len(c), -1) != levels
         keep = np.zeros(nonzero.shape[1], dtype=bool)
         for s, j in owner.items():
             if j == k:
                 keep |= nonzero[[c.index(a) for a in s]].all(axis=0)
         out.append(np.flatnonzero(keep))
+    return out
+
+
+def check_reference(domain: Domain, reference: dict | None) -> dict:
+    """``reference`` as a dict of int levels, every attribute of ``domain`` (0 where absent); a
+    ValueError for an unknown attribute or a level outside its domain."""
+    reference = dict(reference or {})
+    unknown = [a for a in reference if a not in domain]
+    if unknown:
+        raise ValueError(f"reference levels name attributes {unknown} that are not in the domain")
+    out = {}
+    for a in domain.attrs:
+        level = reference.get(a, 0)
+        if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level < domain.size(a):
+            raise ValueError(f"reference level of {a!r} must be an integer level in 0..{domain.size(a) - 1}, got {level!r}")
+        out[a] = int(level)
+    return out
+
+
+def largest_levels(domain: Domain, tables: Sequence[Sequence[Hashable]], counts: Sequence,
+                   last_excluded: Sequence[Hashable] = ()) -> dict:
+    """Each attribute's level with the largest count, summing ``counts`` (one array per table of
+    ``tables``, its cells in C order over the table's attributes, e.g. noisy released counts: a
+    function of them is post-processing) over every table that holds the attribute; the attributes
+    of ``last_excluded`` never take their last level (an incomplete column's "missing"). Ties go
+    to the lower level; an attribute in no table gets 0. The canonical coordinates' references
+    (:func:`canonical_cells`): a well-filled reference level keeps each cell's noise in its own
+    coordinate.
+
+    >>> dom = Domain(["a", "b"], [3, 2])
+    >>> largest_levels(dom, [("a", "b"), ("a",)], [np.array([1, 2, 8, 9, 3, 1]), np.array([2, 20, 5])])
+    {'a': 1, 'b': 0}
+    >>> largest_levels(dom, [("a",)], [np.array([2, 5, 20])], last_excluded=["a"])
+    {'a': 1, 'b': 0}
+    """
+    out = {}
+    for a in domain.attrs:
+        total = np.zeros(domain.size(a))
+        for t, c in zip(tables, counts):
+            t = tuple(t)
+            if a in t:
+                cube = np.asarray(c, dtype=float).reshape([domain.size(b) for b in t])
+                total += cube.sum(axis=tuple(i for i, b in enumerate(t) if b != a))
+        if a in set(last_excluded):
+            total = total[:-1]
+        out[a] = int(np.argmax(total))
     return out
 
 
@@ -96,13 +158,17 @@ class MaxEntModel:
     """Max-ent log-linear model on ``cliques`` with canonical parameters θ ∈ R^D; ``tables`` are the
     marginal tables whose moments are needed (default: the cliques); each must lie inside a clique.
 
+    ``reference``: attribute → reference level of the canonical statistics (:func:`canonical_cells`;
+    0 where absent).
+
     Attributes: ``cliques`` (maximal query sets), ``canonical`` (per clique, flat canonical cells),
-    ``D``, ``tables``, ``table_sizes``, ``P`` (total cells over ``tables``), ``jt``.
+    ``reference``, ``D``, ``tables``, ``table_sizes``, ``P`` (total cells over ``tables``), ``jt``.
     """
 
     def __init__(self, domain: Domain, cliques: Sequence[Sequence[Hashable]],
-                 tables: Sequence[Sequence[Hashable]] | None = None):
+                 tables: Sequence[Sequence[Hashable]] | None = None, reference: dict | None = None):
         self.domain = domain
+        self.reference = check_reference(domain, reference)
         self.cliques = maximal_cliques(cliques)
         if not self.cliques:
             raise ValueError("a max-ent model needs at least one clique")
@@ -111,7 +177,7 @@ class MaxEntModel:
         if uncovered:
             raise ValueError(f"attributes {uncovered} are in no query; add a 1-way query for each "
                              "(e.g. ('col',)) or drop them from the data")
-        self.canonical = canonical_cells(domain, self.cliques)
+        self.canonical = canonical_cells(domain, self.cliques, self.reference)
         self.D = int(sum(len(c) for c in self.canonical))
         self.tables = [tuple(t) for t in (tables if tables is not None else self.cliques)]
         for t in self.tables:
