@@ -148,7 +148,7 @@ def test_reference_levels_change_the_coordinates_not_the_family(name):
 
 def test_reference_levels_are_checked_and_picked_from_counts():
     from dpsynth.graphical.icin import IcinModel
-    from dpsynth.graphical.maxent import largest_levels
+    from dpsynth.graphical.reference import largest_levels
 
     dom = Domain(["a", "b"], [3, 2])
     with pytest.raises(ValueError, match="not in the domain"):

@@ -452,7 +452,7 @@ def test_reference_levels_are_the_largest_released_observed_levels(monkeypatch):
     """``reference="largest"``: θ's reference levels come from the noisy released tables
     (post-processing), each column's largest level, never an incomplete column's "missing" under
     MAR; the default ``"first"``: level 0."""
-    from dpsynth.graphical.maxent import largest_levels
+    from dpsynth.graphical.reference import largest_levels
 
     def likelihood_only(self, measurements, source):
         self.test_lik_, self.test_measured_, self.diagnostics_ = self.likelihood(measurements), measurements, {}

@@ -128,7 +128,7 @@ import numpy as np
 import torch
 
 from ..graphical import Domain, MaxEntModel, maximal_cliques
-from ..graphical.maxent import largest_levels
+from ..graphical.reference import largest_levels
 from ..graphical.icin import IcinModel
 from ..graphical.noise_aware import MODE_TOL as TIGHT_MODE_TOL, NoiseAwareLikelihood, count_groups
 from .napsu_budget import RhoSplit, planned_sd, split_measurement, split_rho
@@ -201,7 +201,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
         towards them): ``"first"`` (default: level 0, the paper's "arbitrary" choice, Räisä et
         al. 2023, Supp. C) or ``"largest"`` (the level with the largest released count:
         post-processing of the noisy tables; never an incomplete column's "missing";
-        :func:`dpsynth.graphical.maxent.largest_levels`). A rare reference level (the bundled
+        :func:`dpsynth.graphical.reference.largest_levels`). A rare reference level (the bundled
         Adult's education-num 1: 0.16 % of rows) puts its cells' noise into every coordinate of
         its tables. ``"largest"`` is not the default: the prior then means something else, no
         coverage study has been run with it, and on the bundled Adult's 15 columns a whole fit

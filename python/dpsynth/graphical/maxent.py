@@ -13,11 +13,7 @@ otherwise); for every non-empty subset S of a clique and every assignment v of S
 the indicator [x_S = v] — re-expressed as the cells of the first clique containing S that agree with
 v on S (one statistic per cell, duplicates skipped). Every statistic is then one cell of one clique,
 and D = Σ_S ∏_{i∈S}(k_i − 1) over the distinct subsets S (one clique: all cells but the reference
-cell). The family does not depend on the references (any choice spans the same log-potentials; the
-paper calls it arbitrary and takes 0); the coordinates do: θ of a cell is its log odds ratio against
-the reference cells, so a rare reference level makes every coordinate of its tables as noisy as
-that level's cells (:func:`largest_levels` picks well-filled ones), and a N(0, σ²) prior on θ
-shrinks towards the references.
+cell). The references change the coordinates, not the family (:mod:`dpsynth.graphical.reference`).
 
 A(θ), the table marginals μ and the second moments E[a aᵀ] of any measured tables come from one
 batched pass of junction-tree message passing (:class:`JunctionTree`): the second moments by
@@ -44,6 +40,7 @@ import torch
 
 from .domain import Domain
 from .factor import DTYPE, Factor
+from .reference import check_reference
 from .junction_tree import JunctionTree
 from .level_pass import level_pass
 from .sparse_map import SparseMap
@@ -94,52 +91,6 @@ def canonical_cells(domain: Domain, cliques: Sequence[Sequence[Hashable]],
             if j == k:
                 keep |= nonzero[[c.index(a) for a in s]].all(axis=0)
         out.append(np.flatnonzero(keep))
-    return out
-
-
-def check_reference(domain: Domain, reference: dict | None) -> dict:
-    """``reference`` as a dict of int levels, every attribute of ``domain`` (0 where absent); a
-    ValueError for an unknown attribute or a level outside its domain."""
-    reference = dict(reference or {})
-    unknown = [a for a in reference if a not in domain]
-    if unknown:
-        raise ValueError(f"reference levels name attributes {unknown} that are not in the domain")
-    out = {}
-    for a in domain.attrs:
-        level = reference.get(a, 0)
-        if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 0 <= level < domain.size(a):
-            raise ValueError(f"reference level of {a!r} must be an integer level in 0..{domain.size(a) - 1}, got {level!r}")
-        out[a] = int(level)
-    return out
-
-
-def largest_levels(domain: Domain, tables: Sequence[Sequence[Hashable]], counts: Sequence,
-                   last_excluded: Sequence[Hashable] = ()) -> dict:
-    """Each attribute's level with the largest count, summing ``counts`` (one array per table of
-    ``tables``, its cells in C order over the table's attributes, e.g. noisy released counts: a
-    function of them is post-processing) over every table that holds the attribute; the attributes
-    of ``last_excluded`` never take their last level (an incomplete column's "missing"). Ties go
-    to the lower level; an attribute in no table gets 0. The canonical coordinates' references
-    (:func:`canonical_cells`): a well-filled reference level keeps each cell's noise in its own
-    coordinate.
-
-    >>> dom = Domain(["a", "b"], [3, 2])
-    >>> largest_levels(dom, [("a", "b"), ("a",)], [np.array([1, 2, 8, 9, 3, 1]), np.array([2, 20, 5])])
-    {'a': 1, 'b': 0}
-    >>> largest_levels(dom, [("a",)], [np.array([2, 5, 20])], last_excluded=["a"])
-    {'a': 1, 'b': 0}
-    """
-    out = {}
-    for a in domain.attrs:
-        total = np.zeros(domain.size(a))
-        for t, c in zip(tables, counts):
-            t = tuple(t)
-            if a in t:
-                cube = np.asarray(c, dtype=float).reshape([domain.size(b) for b in t])
-                total += cube.sum(axis=tuple(i for i, b in enumerate(t) if b != a))
-        if a in set(last_excluded):
-            total = total[:-1]
-        out[a] = int(np.argmax(total))
     return out
 
 
