@@ -78,11 +78,11 @@ class IcinModel(MaxEntModel):
         unknown = [c for c in incomplete if c not in domain]
         if unknown:
             raise ValueError(f"incomplete columns {unknown} are not in the domain")
-        at_missing = [c for c in incomplete if (reference or {}).get(c, 0) == domain.size(c) - 1]
+        self.observed = MaxEntModel(domain, cliques, tables, reference)  # checks the reference levels
+        at_missing = [c for c in incomplete if self.observed.reference[c] == domain.size(c) - 1]
         if at_missing:  # its features would be [x = v] for every level v: collinear with the constant
             raise ValueError(f"the reference level of incomplete columns {at_missing} is their 'missing' level; "
                              "pick an observed level (largest_levels(..., last_excluded=incomplete))")
-        self.observed = MaxEntModel(domain, cliques, tables, reference)
         shift = dict(shift or {})
         if set(shift) - set(incomplete):
             raise ValueError(f"shift names columns {sorted(set(shift) - set(incomplete), key=str)} "

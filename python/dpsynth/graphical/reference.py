@@ -47,7 +47,7 @@ def largest_levels(domain: Domain, tables: Sequence[Sequence[Hashable]], counts:
     >>> largest_levels(dom, [("a",)], [np.array([2, 5, 20])], last_excluded=["a"])
     {'a': 1, 'b': 0}
     """
-    out = {}
+    out, excluded = {}, set(last_excluded)
     for a in domain.attrs:
         total = np.zeros(domain.size(a))
         for t, c in zip(tables, counts):
@@ -55,7 +55,7 @@ def largest_levels(domain: Domain, tables: Sequence[Sequence[Hashable]], counts:
             if a in t:
                 cube = np.asarray(c, dtype=float).reshape([domain.size(b) for b in t])
                 total += cube.sum(axis=tuple(i for i, b in enumerate(t) if b != a))
-        if a in set(last_excluded):
+        if a in excluded:
             total = total[:-1]
         out[a] = int(np.argmax(total))
     return out
