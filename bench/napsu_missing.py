@@ -140,7 +140,7 @@ def main(argv=None):
     d, s = adult_reduced(df, schema)
     d = d.dropna().reset_index(drop=True)
     s = s.declare_missing([])  # incomplete= names the simulated columns per repeat
-    out = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "studies": [], "options": options}
+    out = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {_common.cpu_model()}", "studies": [], "options": options}
     for mech in args.mechanisms if args.reps > 0 else []:  # --reps 0: the MNAR part alone
         for mode in ["mar"] + (["available-case"] if args.compare else []):
             out["studies"].append(study(d, s, mech, args.eps, args.reps, mode, args.seed0, **options))

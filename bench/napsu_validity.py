@@ -32,6 +32,8 @@ import pandas as pd
 import dpsynth
 from dpsynth.generators.napsu import NAPSUMQ, adult_reduced
 
+import _common  # noqa: E402
+
 ANALYSIS = "income ~ age + race + sex"
 FORMULA = "income ~ agemid + C(race, Treatment('White')) + C(sex, Treatment('Female'))"
 LM_ANALYSIS = "hours-per-week ~ age + sex"
@@ -151,7 +153,7 @@ def main(argv=None):
     d = d.dropna().reset_index(drop=True)
     s = s.declare_missing([])  # the complete rows: no column may be missing
     options = {} if args.analysis_weight is None else {"analysis_weight": args.analysis_weight}
-    out = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "adult": [], "toy": [], "linear_model": None,
+    out = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {_common.cpu_model()}", "adult": [], "toy": [], "linear_model": None,
            "options": options}
     for eps in args.eps:
         out["adult"].append(study(d, s, ANALYSIS, FORMULA, "binomial", eps, args.reps, seed0=args.seed0, **options))

@@ -10,8 +10,10 @@ depends on the number of threads. Adult-10 with 20 % MCAR, seed 3, one fit alone
 machine: 2,384 exact evaluations took 8.44 s on one thread and 4.53 s on two (same draws, same
 diagnostics; fit 78.2 → 71.9 s). The released cells' R̂ and ESS
 (:func:`dpsynth.graphical.mixing.rhat_and_ess`) go the same way over two blocks of cells (532 cells,
-16 chains × 400 draws: 0.78 → 0.51 s, same values), and :func:`torch_threads` lets the sinh–arcsinh
-map's fit (element-wise work on 1,000 draws × ~270 coordinates) use both cores (0.86 → 0.55 s).
+16 chains × 400 draws: 0.78 → 0.51 s, same values). Python threads over independent chunks slow
+down gracefully when the other core is busy; torch's own intra-op threads do not (each parallel
+region waits for its slowest thread), which is why the sinh–arcsinh map's fit no longer runs two
+(:func:`dpsynth.graphical.transport.fit_marginal_map`).
 
 >>> import torch
 >>> parts = torch.arange(10.0).split(3)

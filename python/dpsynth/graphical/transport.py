@@ -36,7 +36,6 @@ import math
 
 import torch
 
-from .chunks import cores, torch_threads
 
 DTYPE = torch.float64
 #: bounds of the tail parameter: below 0.5 a step of a few units in z would map to a
@@ -157,9 +156,14 @@ def fit_marginal_map(draws: torch.Tensor, max_iter: int = 30, max_draws: int = 1
     all draws), by penalised maximum likelihood (L-BFGS over those coordinates at once; they are
     independent problems) on at most ``max_draws`` draws, thinned evenly. Starts at the median and
     the robust spread (IQR / 1.349), the identity shape. The other coordinates keep x = z. The fit
-    runs :data:`dpsynth.graphical.chunks.THREADS` torch threads (Adult-10 with 20 % MCAR, 1,000
-    draws × 269 coordinates: 0.86 s on one, 0.55 s on two; the map differs from one thread's in the
-    last bits, the reductions' order)."""
+    runs on the caller's torch threads (one inside a NAPSU-MQ fit). It ran two from commit 1cfb404
+    to 2026-12-01: faster alone, but each of its many small parallel regions waits for the slower
+    thread, so with the other core busy it was several times slower. On the 2-core Intel machine
+    of 2026-12-01, 1,000 draws × 650 skewed coordinates: alone 1.15–1.28 s on two threads, 2.08–2.19
+    on one; beside one busy process 5.8–9.4 s on two, 2.3–2.5 on one. The 1,392 draws × 656
+    screened coordinates of a 15-column Adult fit: alone 1.57 s on two, 1.36–1.50 on one; beside a
+    second fit 10.96 s on two, 1.40 on one. A 15-column fit beside another (seed 6 of the bundled
+    Adult, py-spy) spent 137.5 of 546 s in these fits, 16 of them."""
     x_all = torch.as_tensor(draws, dtype=DTYPE).detach()
     dim = x_all.shape[1]
     centred = x_all - x_all.mean(0)
@@ -169,8 +173,7 @@ def fit_marginal_map(draws: torch.Tensor, max_iter: int = 30, max_draws: int = 1
     loc, scale = torch.zeros(dim, dtype=DTYPE), torch.ones(dim, dtype=DTYPE)
     skew, tail = torch.zeros(dim, dtype=DTYPE), torch.ones(dim, dtype=DTYPE)
     if screened.numel():
-        with torch_threads(cores()):  # element-wise work on (draws, coordinates): 0.86 → 0.55 s
-            fitted = _fit_shash(x_all[::math.ceil(x_all.shape[0] / max_draws)][:, screened], max_iter)
+        fitted = _fit_shash(x_all[::math.ceil(x_all.shape[0] / max_draws)][:, screened], max_iter)
         for full, part in zip((loc, scale, skew, tail), fitted):
             full[screened] = part
     return MarginalMap(loc, scale, skew, tail)
