@@ -70,7 +70,7 @@ def emit(out: dict, **options) -> None:
 
 def cpu_model() -> str:
     """The processor's model name (``/proc/cpuinfo``; ``platform.processor()`` elsewhere). Timings
-    depend on it: the same 15-column NAPSU-MQ fit took 568.8 s on an AMD EPYC and 238 s on an Intel
+    depend on it: the same 15-column NAPSU-MQ fit took 568.8 s on an AMD EPYC and ~240 s on an Intel
     Xeon with AVX-512, both 2-core machines of this project (docs/napsu-measurements.md)."""
     try:
         with open("/proc/cpuinfo") as f:
