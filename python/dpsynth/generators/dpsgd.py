@@ -17,7 +17,8 @@ What lives where:
   (``vmap(grad(ℓ))`` with ``functional_call``; this also works when the per-sample loss contains a
   gradient penalty, where opacus's ``GradSampleModule`` fails on the double backward) or, for plain
   MLPs, by the exact outer-product identity (:func:`mlp_clipped_gradient_sum`, ~100× faster on CPU);
-  per-sample clipping of the joint L2 norm to C, one :meth:`SGMPlan.release` per step, then an Adam
+  per-sample clipping of the joint L2 norm to C (less :data:`CLIP_MARGIN` for float32 rounding), one
+  :meth:`SGMPlan.release` per step, then an Adam
   step (post-processing); :func:`wgan_critic_step` (a WGAN critic step with DP-SGD on the real term
   only); :class:`TorchFit` (torch threads and seeding around a generator's ``fit``). The generators'
   option checks are :mod:`dpsynth.validation`'s.

@@ -36,7 +36,6 @@ import math
 
 import torch
 
-
 DTYPE = torch.float64
 #: bounds of the tail parameter: below 0.5 a step of a few units in z would map to a
 #: value of θ far outside anything the posterior supports (sinh grows as e^(|z|/tail))
