@@ -736,6 +736,30 @@ def test_hmc_restarts_a_stuck_chain_in_warmup():
     assert float(pruned.draws[0].std(0).min()) > 0.1 and float(pruned.draws[:, :, 0].max()) < 3.001
 
 
+def _narrow_left(x: torch.Tensor) -> torch.Tensor:
+    """N(0, 1) right of 0 and N(0, 0.05²) left of it, in 1-D (log density and gradient continuous at
+    0; P(x < 0) = 0.05 / 1.05): a step of 0.5 is well inside the leapfrog's stable range on the
+    right (2 sd) and far beyond it on the left (0.1)."""
+    v = x[..., 0]
+    return -0.5 * v ** 2 / torch.where(v < 0, 0.05 ** 2, 1.0)
+
+
+def test_hmc_short_steps_free_a_chain_where_the_step_is_out_of_reach():
+    # chains started on the narrow side at the step the wide side allows: with every chain taking
+    # the common step some never move (the sampling phase has no restarts); with SHORT_STEPS'
+    # occasional shorter steps each chain moves and the narrow side's share falls towards 0.048
+    from dpsynth.graphical.posterior import SHORT_STEPS
+
+    init = torch.full((16, 1), -0.06, dtype=torch.float64)
+    for seed in (0, 4):
+        runs = {ss: hmc(_narrow_left, init, warmup=0, draws=200, step_size=0.5, rng=np.random.default_rng(seed),
+                        short_steps=ss) for ss in (None, SHORT_STEPS)}
+        moved = {ss: ((r.draws[:, 1:] - r.draws[:, :-1]).abs() > 0).double().mean((1, 2)) for ss, r in runs.items()}
+        assert float(moved[None].min()) < 0.02 and float(moved[SHORT_STEPS].min()) > 0.1
+        left = {ss: float((r.draws < 0).double().mean()) for ss, r in runs.items()}
+        assert left[None] > 0.5 and left[SHORT_STEPS] < 0.3
+
+
 def test_moving_chains_keeps_all_when_most_would_go():
     from dpsynth.graphical.mixing import STUCK_ACCEPT, moving_chains
 

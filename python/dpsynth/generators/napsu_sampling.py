@@ -4,7 +4,9 @@ of θ from the noise-aware posterior), kept apart from the generator's measureme
 :class:`PosteriorSampling` is a mixin of :class:`dpsynth.generators.napsu.NAPSUMQ`: it runs HMC on
 the surrogate of the likelihood (V frozen but for each table's own block:
 :meth:`NoiseAwareLikelihood.surrogate`; chains that stray far below the others' exact log density
-in warm-up restart where the others are, ``diagnostics_["warmup_restarts"]``), extends the run
+in warm-up restart where the others are, ``diagnostics_["warmup_restarts"]``; after warm-up a
+chain takes, at random, a shorter step in a tenth of its draws, so that one where the adapted step
+is beyond the leapfrog's stable range still moves: :data:`dpsynth.graphical.posterior.SHORT_STEPS`), extends the run
 while the released cells' split R̂ / bulk ESS miss their targets (a run still unmixed after
 :data:`RESTART_AFTER` extensions, its R̂ stalled, adapts afresh once, ``diagnostics_["restarts"]``;
 every check's R̂ and ESS: ``diagnostics_["mixing_path"]``), reweights the draws to the exact

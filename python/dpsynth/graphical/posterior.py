@@ -11,7 +11,8 @@
   to Gaussian (:mod:`dpsynth.graphical.transport`). Written here rather than taken from Pyro:
   Pyro's NUTS runs one chain per process, while the NAPSU-MQ likelihood costs about as much for 8
   chains in one batch as for 1.
-- Diagnostics: rank-normalised split-R̂ and bulk ESS (Vehtari et al. 2021) from arviz-stats.
+- Diagnostics: rank-normalised split-R̂ and bulk ESS (Vehtari et al. 2021) from arviz-stats
+  (:mod:`dpsynth.graphical.mixing`); importance weights by PSIS (:mod:`dpsynth.graphical.importance`).
 
 The log-density ``log_prob(x)`` takes a batch (…, dim) and returns (…,); non-finite values are
 treated as zero density.
@@ -35,6 +36,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from .importance import PSIS_BOUNDED_RATIO, PSIS_MIN_DRAWS, psis_weights  # noqa: F401  (re-exported)
 from .metric import shrunk_covariance, velocity_metric
 from .mixing import ess_bulk, rhat_and_ess, split_rhat  # noqa: F401  (the diagnostics' home; re-exported)
 from .mixing import moving_chains, settled_chains
@@ -231,6 +233,15 @@ class HMCResult(_ChainSummary):
     transform: object = field(repr=False, default=None)  # the coordinate map the chains moved in at the end
 
 
+#: ``hmc``'s short steps (share, low, high). In NAPSU-MQ fits of the bundled Adult's 15 columns a
+#: chain could sit for hundreds of draws accepting nothing while the others moved: seed 6 (commit
+#: d624a3c), chain 11 from draw 800 to 1,100, R̂ of many cells 1.04 meanwhile. From its position,
+#: 16 copies × 20 draws at the adapted step (0.069) accepted none (137 of 320 trajectories
+#: diverged); at half the step 96 % moved, a quarter 99 %; a typical chain at the full step 74 %.
+#: The previous map and metric left it stuck too: the step, not the map, was out of reach there
+SHORT_STEPS = (0.1, 0.3, 0.6)
+
+
 def _warmup_windows(warmup: int) -> list[int]:
     """Ends of the slow adaptation windows (Stan's schedule, scaled): a first fast window of 15 %
     for the step size, doubling slow windows in which the dense metric is estimated, and a last
@@ -271,7 +282,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
         step_size: float | None = None, surrogate: Callable | None = None,
         delayed_acceptance: bool = True, prune_strays: bool = True, transform=None,
         fit_transform: Callable | None = None, metric_target: np.ndarray | None = None,
-        adapt_metric: bool = True) -> HMCResult:
+        adapt_metric: bool = True, short_steps: tuple[float, float, float] | None = SHORT_STEPS) -> HMCResult:
     """Hamiltonian Monte Carlo (Neal 2011) with a dense mass matrix adapted in warm-up, for a
     batch of chains that start at the rows of ``init`` (chains, dim) and advance together (one
     batched value-and-gradient per leapfrog step).
@@ -287,7 +298,12 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     no fixed period can lock in. Non-finite log densities reject the proposal (a divergence).
     ``step_size`` starts (or, with ``warmup=0``, fixes) the step size. ``adapt_metric=False``: the
     warm-up adapts the step size alone (dual averaging over all of it), keeping ``cov``, the
-    surrogate and the map as given.
+    surrogate and the map as given. ``short_steps`` = (share, low, high): after warm-up each chain,
+    in each draw independently with probability ``share``, scales its step by U(low, high) for that
+    draw's leapfrog steps (the number of steps is the other chains'), so a chain where the adapted
+    step is beyond the leapfrog's stable range gets proposals it can accept (:data:`SHORT_STEPS`).
+    A step chosen at random, independently of the state, leaves the target invariant (Neal 2011,
+    §5.4.2.2). None: every chain takes the common step.
 
     ``surrogate``: delayed acceptance (Christen & Fox 2005; Banterle et al. 2019). ``surrogate(c)``
     returns a cheap log-density that approximates ``log_prob`` near the point c; the trajectories
@@ -376,6 +392,10 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
         eps = step * (float(rng.uniform(0.9, 1.1)) if sampling else 1.0)
         length = path_length * float(rng.uniform(1 - jitter, 1 + jitter))
         n_steps = int(min(max_leapfrog, max(1, math.ceil(length / eps))))
+        if sampling and short_steps:  # some chains take shorter steps (and a shorter path) this draw
+            share, low, high = short_steps
+            scale = np.where(rng.random(chains) < share, rng.uniform(low, high, chains), 1.0)
+            eps = eps * torch.as_tensor(scale, dtype=DTYPE)[:, None]
         # momentum p ~ N(0, metric⁻¹): p = L⁻ᵀ ξ; velocity = metric · p
         xi = normal((chains, dim))
         p = torch.linalg.solve_triangular(chol.T, xi.T, upper=True).T
@@ -481,50 +501,6 @@ def _mapped_value_and_grad(log_prob, tmap, z):
     lp, g = tmap.value_and_grad(log_prob.value_and_grad, z)
     g = torch.where(torch.isfinite(lp).unsqueeze(-1), torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0), 0.0)
     return lp, g
-
-
-#: fewer draws than this leave too few in the tail to fit its Pareto shape
-PSIS_MIN_DRAWS = 100
-#: ratios that all lie within this factor of one another are bounded weights: the self-normalised
-#: estimate keeps at least 4r/(1+r)² (0.96 at r = 1.5) of the draws' effective size, and k̂, a
-#: scale-free fit of the tail's shape, only measures rounding there (a NAPSU-MQ fit whose surrogate
-#: is exact but for its soft cap: ratios within 1.19 of each other, efficiency 1.00, k̂ 1.6)
-PSIS_BOUNDED_RATIO = 1.5
-
-
-def psis_weights(log_ratio, r_eff: float = 1.0) -> tuple[np.ndarray, float, float]:
-    """Pareto-smoothed importance sampling (Vehtari, Simpson, Gelman, Yao & Gabry 2024, via
-    arviz-stats) of draws whose log density ratio target/proposal is ``log_ratio`` (flat).
-    Returns (normalised weights, k̂, efficiency): k̂ ≤ 0.7 means the reweighted estimates are
-    reliable (with fewer than ``PSIS_MIN_DRAWS`` draws k̂ = ∞: raw weights, not to be trusted; with
-    every ratio within ``PSIS_BOUNDED_RATIO`` of the others k̂ = −∞: raw, bounded weights);
-    efficiency = (1/Σw²)/n is the share of the draws' effective size that survives.
-
-    >>> w, k, eff = psis_weights(np.zeros(1000))
-    >>> round(float(w.sum()), 6), round(eff, 6)
-    (1.0, 1.0)
-    """
-    from arviz_stats.base import array_stats
-
-    lr = np.asarray(log_ratio, dtype=float).ravel()
-    if not np.isfinite(lr).any():
-        raise ValueError("every importance ratio is zero or undefined")
-    lr = np.where(np.isfinite(lr), lr, -np.inf)
-    finite = np.isfinite(lr)
-    lw = np.full(lr.shape, -np.inf)
-    if np.ptp(lr[finite]) < 1e-12:  # equal weights: nothing to smooth
-        lw[finite], khat = 0.0, -np.inf
-    elif np.ptp(lr[finite]) <= math.log(PSIS_BOUNDED_RATIO):  # bounded weights: raw, no tail to fit
-        lw[finite], khat = lr[finite], -np.inf
-    elif finite.sum() < PSIS_MIN_DRAWS:  # too few draws to fit a Pareto tail: raw weights, no trust
-        lw[finite], khat = lr[finite], np.inf
-    else:
-        # arviz-stats' psislw takes the *negated* log ratios (its LOO convention: log-likelihoods)
-        smoothed, khat = array_stats.psislw(lr[finite].max() - lr[finite], r_eff=r_eff)
-        lw[finite] = np.asarray(smoothed, dtype=float)
-    w = np.exp(lw - lw.max())
-    w /= w.sum()
-    return w, float(khat), float(1.0 / np.sum(w ** 2) / w.size)
 
 
 # ---------------------------------------------------------------------- elliptical slice sampling
