@@ -9,8 +9,8 @@ the process stay within 4 GB.
 It runs ``bench/napsu_scale.py --widths --reps 10 --seed0 1`` itself, so the test and the bench
 measure one study; the bench's JSON (its last line) also has each fit's seconds, which this test
 does not assert (timings belong to benchmarks). About an hour on a 2-core Intel Xeon (2026-12-01:
-fits of 24,000–38,000 gradients, ~230–320 s each alone), two to three times that on the AMD EPYC
-machines of earlier sessions.
+fits of 24,000–38,000 gradients; the three timed alone took 261.8, 353.2 and 383.8 s), two to
+three times that on the AMD EPYC machines of earlier sessions.
 
 On commit 74b08ef (2026-12-01, short steps: graphical.posterior.SHORT_STEPS) seeds 1–10 covered 89
 of 90 coefficients (0.989), all ten mixed without a restart (R̂ ≤ 1.0099, least ESS 400.4), peak
