@@ -20,7 +20,7 @@ adult.names): at 15 columns NAPSU-MQ models 14 and writes ``education`` after sa
 (:mod:`dpsynth.schema.derived`); ``columns`` counts the data's columns, ``modelled_columns`` the model's.
 
 - **coverage** (``--reps``): fit + 20 datasets at 15 columns, seconds and peak memory (the
-  process's maximum resident set), split R̂ / ESS of the released cells, and whether the pooled 95 %
+  process's maximum resident set, and its chain helper's: :data:`dpsynth.generators.napsu_sampling.CHAIN_PROCESSES`), split R̂ / ESS of the released cells, and whether the pooled 95 %
   intervals of the logistic regression income ~ age + education-num + hours-per-week (bin index)
   + sex + race cover the coefficients of the same regression on the real data (all 32,561 rows,
   the same binning); ``per_rep`` lists each fit (seed, coefficients covered and missed, seconds,
@@ -28,7 +28,7 @@ adult.names): at 15 columns NAPSU-MQ models 14 and writes ``education`` after sa
   so that studies run in pieces (``--seed0``) can be pooled. R̂ ≤ 1.01, a maximum over the 1,391
   released cells, has needed a least ESS of the chains of ~1,100–1,400: the path shows it.
 
-Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0] [--[no-]selection-penalty] [--reference first|largest]
+Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0] [--chain-processes 1|2] [--[no-]selection-penalty] [--reference first|largest]
 Prints progress on stderr and one JSON object on the last line of stdout.
 """
 from __future__ import annotations
@@ -191,13 +191,20 @@ def main(argv=None):
     ap.add_argument("--fit-widths", type=int, nargs="*", default=[], help="widths also fitted, for ESS per second")
     ap.add_argument("--reps", type=int, default=1, help="fits + 20 datasets at 15 columns (coverage)")
     ap.add_argument("--seed0", type=int, default=0)
+    ap.add_argument("--chain-processes", type=int, default=None, choices=(1, 2),
+                    help="1 or 2 processes for the chains' gradients (default: napsu_sampling.CHAIN_PROCESSES)")
     _common.add_selection_penalty(ap)
     _common.add_reference(ap)
     args = ap.parse_args(argv)
     options = _common.napsu_options(args)
     torch.set_num_threads(1)
+    from dpsynth.generators import napsu_sampling
+
+    if args.chain_processes is not None:
+        napsu_sampling.CHAIN_PROCESSES = args.chain_processes
     df, schema = dpsynth.load_dataset("adult")
-    out = {"machine": _common.machine(), "note": _common.CONTENTION, "growth": [], "options": options}
+    out = {"machine": _common.machine(), "note": _common.CONTENTION, "growth": [], "options": options,
+           "chain_processes": napsu_sampling.CHAIN_PROCESSES}
     for k in args.widths:
         cols = ORDER[:k]
         gen, measurements = built_model(df, schema, cols, seed=args.seed0, **options)
@@ -234,6 +241,9 @@ def main(argv=None):
             "intervals": int(np.size(cover)), "median_seconds_fit_plus_20": round(float(np.median(seconds)), 1),
             "max_seconds_fit_plus_20": round(float(np.max(seconds)), 1),
             "peak_memory_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20, 2),
+            # the largest helper process's (napsu_sampling.CHAIN_PROCESSES = 2), its pages shared
+            # with this process (copy-on-write after fork) counted again: an upper bound
+            "peak_memory_helper_gb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2 ** 20, 2),
             "max_rhat_cells": round(float(np.nanmax(rhat)), 4), "min_ess_cells": round(float(np.nanmin(ess)), 1),
             "fits_mixed": sum(f["mixed"] for f in per_rep), "per_rep": per_rep}
     _common.emit(out)

@@ -8,14 +8,15 @@ the process stay within 4 GB.
 
 It runs ``bench/napsu_scale.py --widths --reps 10 --seed0 1`` itself, so the test and the bench
 measure one study; the bench's JSON (its last line) also has each fit's seconds, which this test
-does not assert (timings belong to benchmarks). About an hour on a 2-core Intel Xeon (2026-12-01:
-fits of 24,000–38,000 gradients; the three timed alone took 261.8, 353.2 and 383.8 s), two to
-three times that on the AMD EPYC machines of earlier sessions.
+does not assert (timings belong to benchmarks). About an hour on a 2-core Intel Xeon (2026-12-02,
+the chains split over two processes, napsu_sampling.CHAIN_PROCESSES: fits of 23,000–38,000
+gradients, 279–424 s each, 62 minutes in all), two to three times that on the AMD EPYC machines of
+earlier sessions. The memory asserted is the sampler's process's; its forked helper shares most of
+its pages (docs/napsu-measurements.md gives the helper's own).
 
-On commit 74b08ef (2026-12-01, short steps: graphical.posterior.SHORT_STEPS) seeds 1–10 covered 89
-of 90 coefficients (0.989), all ten mixed without a restart (R̂ ≤ 1.0099, least ESS 400.4), peak
-2.57 GB; run as two halves of the bench (``--reps 5 --seed0 1`` and ``--seed0 6``), the same fits.
-On 527a69d seed 6 had ended unmixed (docs/napsu-measurements.md).
+On 2026-12-02 (the split) seeds 1–10 covered 88 of 90 coefficients (0.978; seeds 3 and 4 missed race
+Black), all ten mixed without a restart (R̂ ≤ 1.0097, least ESS 402.6), peak 2.60 GB; on one process
+(74b08ef, 2026-12-01) 89 of 90, R̂ ≤ 1.0099, least ESS 400.4. On 527a69d seed 6 had ended unmixed.
 """
 from __future__ import annotations
 

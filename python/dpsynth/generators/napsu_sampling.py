@@ -6,7 +6,9 @@ the surrogate of the likelihood (V frozen but for each table's own block:
 :meth:`NoiseAwareLikelihood.surrogate`; chains that stray far below the others' exact log density
 in warm-up restart where the others are, ``diagnostics_["warmup_restarts"]``; after warm-up a
 chain takes, at random, a shorter step in a tenth of its draws, so that one where the adapted step
-is beyond the leapfrog's stable range still moves: :data:`dpsynth.graphical.posterior.SHORT_STEPS`), extends the run
+is beyond the leapfrog's stable range still moves: :data:`dpsynth.graphical.posterior.SHORT_STEPS`; for
+large models half of each batch of chains is differentiated in a forked helper process,
+:data:`CHAIN_PROCESSES`), extends the run
 while the released cells' split R̂ / bulk ESS miss their targets (a run still unmixed after
 :data:`RESTART_AFTER` extensions, its R̂ stalled, adapts afresh once, ``diagnostics_["restarts"]``;
 every check's R̂ and ESS: ``diagnostics_["mixing_path"]``), reweights the draws to the exact
@@ -18,6 +20,8 @@ to the sampler of synthetic rows. It reads the generator's options (``inference`
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 
 import numpy as np
@@ -58,6 +62,17 @@ MCMC_DEFAULTS_MAR = {"hmc": (16, 200, 200, 1)}
 #: extensions, seed 0); with 300 iterations (2,064 draws) 0.63 and mixed (ESS 421), the same seed
 #: and machine load (1,474 s against 1,337 s: both ran their 20 extensions and a restart)
 WINDOW_DRAWS_PER_PARAMETER = 2.0
+
+#: processes the chains' leapfrog gradients run on: 2 splits each batch between this process and a
+#: forked helper (:class:`dpsynth.graphical.split_chains.SplitDensity`: the same sampler, its draws
+#: other than one process's by float32 rounding), the default on Linux with two or more cores; 1
+#: elsewhere. The bundled Adult at 15 columns, seed 3, alone (2026-12-02): 9.9 against 11.7 ms a
+#: gradient, fit + 20 datasets 333.5 against 371.3 s (``bench/napsu_scale.py --chain-processes``)
+CHAIN_PROCESSES = 2 if sys.platform.startswith("linux") and (os.cpu_count() or 1) >= 2 else 1
+#: ... for models of at least this many parameters, where a gradient's fixed cost (products with
+#: dense D × D matrices) is what two processes share; smaller ones (Adult-10: 300–550) keep one
+#: process, the paths their coverage studies measured
+SPLIT_MIN_DIM = 800
 
 
 def stalled(rhats, checks: int | None = None, ratio: float | None = None, floor: float = 1.0) -> bool:
@@ -277,6 +292,7 @@ class PosteriorSampling:
             return run.draws[:, self.mcmc_thin_ - 1::self.mcmc_thin_]
 
         warmup = self.mcmc_warmup_
+        split = CHAIN_PROCESSES > 1 and lik.dim >= SPLIT_MIN_DIM
         if self.missing_mode_ == "mar" and self.mcmc_warmup is None:  # left at its default: by width
             warmup = mar_warmup(warmup, lik.dim, self.mcmc_chains_)
 
@@ -285,7 +301,7 @@ class PosteriorSampling:
             kept draws and the density the draws are reweighted from."""
             run = hmc(lik.log_posterior, start, cov=cov, warmup=warmup, draws=self.mcmc_draws_ * self.mcmc_thin_,
                       rng=rng, surrogate=lik.surrogate, delayed_acceptance=delayed, fit_transform=fit_map,
-                      metric_target=target)
+                      metric_target=target, split_chains=split)
             kept = thinned(run)
             return run, kept, run.target if not delayed else lik.surrogate(kept.reshape(-1, lik.dim).mean(0))
 
@@ -363,7 +379,7 @@ class PosteriorSampling:
             more = hmc(lik.log_posterior, draws[:, -1], cov=metric, warmup=RETUNE_WARMUP if retune else 0, rng=rng,
                        step_size=last.step_size, draws=math.ceil(share * self.mcmc_draws_) * self.mcmc_thin_,
                        surrogate=lambda _c, _d=None: guide, delayed_acceptance=delayed, transform=tmap,
-                       adapt_metric=False)
+                       adapt_metric=False, split_chains=split)
             last, retuned = more, retuned + retune
             draws = torch.cat([draws, thinned(more)], dim=1)
             seconds, n_grad, extended = seconds + more.seconds, n_grad + more.gradient_evaluations, extended + 1

@@ -4,7 +4,9 @@ The exact NAPSU-MQ log density of many posterior draws (:meth:`NoiseAwareLikelih
 and the released cells' probabilities of many draws (the sampler's diagnostics) are computed chunk
 by chunk, and the chunks do not depend on each other. Their work is mostly LU factorisations,
 message passing and products that torch runs without holding the GIL, so two Python threads keep
-two cores busy while the sampler itself (a chain of small dependent operations) runs on one.
+two cores busy while the sampler itself (a chain of small dependent operations) runs on one thread
+(for large models, half of each batch of chains in a forked helper process:
+:mod:`dpsynth.graphical.split_chains`).
 Each chunk's value is the same in any thread and the results come back in order, so nothing
 depends on the number of threads. Adult-10 with 20 % MCAR, seed 3, one fit alone on the 2-core
 machine: 2,384 exact evaluations took 8.44 s on one thread and 4.53 s on two (same draws, same

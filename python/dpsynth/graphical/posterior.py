@@ -40,6 +40,7 @@ from .importance import PSIS_BOUNDED_RATIO, PSIS_MIN_DRAWS, psis_weights  # noqa
 from .metric import shrunk_covariance, velocity_metric
 from .mixing import ess_bulk, rhat_and_ess, split_rhat  # noqa: F401  (the diagnostics' home; re-exported)
 from .mixing import moving_chains, settled_chains
+from .split_chains import split_density
 from .transport import MarginalMap
 
 DTYPE = torch.float64
@@ -282,7 +283,8 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
         step_size: float | None = None, surrogate: Callable | None = None,
         delayed_acceptance: bool = True, prune_strays: bool = True, transform=None,
         fit_transform: Callable | None = None, metric_target: np.ndarray | None = None,
-        adapt_metric: bool = True, short_steps: tuple[float, float, float] | None = SHORT_STEPS) -> HMCResult:
+        adapt_metric: bool = True, short_steps: tuple[float, float, float] | None = SHORT_STEPS,
+        split_chains: bool = False) -> HMCResult:
     """Hamiltonian Monte Carlo (Neal 2011) with a dense mass matrix adapted in warm-up, for a
     batch of chains that start at the rows of ``init`` (chains, dim) and advance together (one
     batched value-and-gradient per leapfrog step).
@@ -303,7 +305,9 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     draw's leapfrog steps (the number of steps is the other chains'), so a chain where the adapted
     step is beyond the leapfrog's stable range gets proposals it can accept (:data:`SHORT_STEPS`).
     A step chosen at random, independently of the state, leaves the target invariant (Neal 2011,
-    §5.4.2.2). None: every chain takes the common step.
+    §5.4.2.2). None: every chain takes the common step. ``split_chains``: each leapfrog gradient of a
+    density with a ``value_and_grad`` is computed half here, half in a forked helper process
+    (:class:`dpsynth.graphical.split_chains.SplitDensity`): the same sampler on two cores.
 
     ``surrogate``: delayed acceptance (Christen & Fox 2005; Banterle et al. 2019). ``surrogate(c)``
     returns a cheap log-density that approximates ``log_prob`` near the point c; the trajectories
@@ -349,9 +353,10 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
         return torch.as_tensor(rng.standard_normal(shape), dtype=DTYPE)
 
     guide = surrogate(tmap.forward(x).mean(0)) if surrogate is not None else log_prob
+    split = split_density(guide) if split_chains and chains > 1 else None
 
     def u_and_grad(zz):
-        lp, g = _mapped_value_and_grad(guide, tmap, zz)
+        lp, g = _mapped_value_and_grad(guide if split is None else split, tmap, zz)
         u = -lp
         u[~torch.isfinite(u)] = math.inf
         return u, -g
@@ -463,6 +468,9 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
                     centre = torch.as_tensor(pooled.mean(0), dtype=DTYPE)
                     guide = surrogate(centre, torch.as_tensor(pooled, dtype=DTYPE)) if len(windows) == 1 \
                         else surrogate(centre)
+                    if split is not None:  # the helper holds the old surrogate: a new helper
+                        split.close()
+                        split = split_density(guide)
                 if moved or surrogate is not None or fit_transform is not None:  # fresh energy
                     u, gx = u_and_grad(x)
                 windows.pop(0)
@@ -480,6 +488,8 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
             kept.append(tmap.forward(x))
             acc_kept.append(float(acc_prob.mean()))
             n_lf_kept.append(n_steps)
+    if split is not None:
+        split.close()
     samples = torch.stack(kept, dim=1)  # (chains, draws, dim)
     return HMCResult(samples, float(np.mean(acc_kept)) if acc_kept else float("nan"), step,
                      float(np.mean(n_lf_kept)) if n_lf_kept else float("nan"), n_grad, divergences,

@@ -1,0 +1,101 @@
+"""The chains' gradients split over two processes (dpsynth.graphical.split_chains, hmc(split_chains=True))."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from dpsynth.graphical.posterior import hmc
+from dpsynth.graphical.split_chains import SplitDensity
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+SCALE = torch.linspace(0.5, 2.0, 6, dtype=torch.float64)
+
+
+class Gaussian:
+    """N(0, diag(SCALE²)) with its gradient by hand; ``fail_above`` rows make it raise."""
+
+    def __init__(self, fail_above: float | None = None):
+        self.fail_above = fail_above
+
+    def __call__(self, x):
+        return -0.5 * ((x / SCALE) ** 2).sum(-1)
+
+    def value_and_grad(self, x):
+        if self.fail_above is not None and bool((x > self.fail_above).any()):
+            raise ValueError("a row above the limit")
+        return self(x), -x / SCALE ** 2
+
+
+def _helper_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_split_density_gives_each_rows_values_and_ends_its_helper():
+    x = torch.as_tensor(np.random.default_rng(0).normal(size=(7, 6)))
+    split = SplitDensity(Gaussian())
+    pid = split._pid
+    f, g = split.value_and_grad(x)
+    assert torch.equal(f, Gaussian()(x)) and torch.equal(g, -x / SCALE ** 2)
+    one_f, one_g = split.value_and_grad(x[:1])  # a single row stays here
+    assert torch.equal(one_f, f[:1]) and torch.equal(one_g, g[:1])
+    split.close()
+    assert _helper_gone(pid)
+
+
+def test_split_density_raises_the_helpers_error_and_two_helpers_close_in_any_order():
+    x = torch.zeros((4, 6), dtype=torch.float64)
+    x[3, 0] = 5.0  # in the helper's half
+    first, second = SplitDensity(Gaussian(fail_above=1.0)), SplitDensity(Gaussian())
+    with pytest.raises(RuntimeError, match="a row above the limit"):
+        first.value_and_grad(x)
+    assert torch.equal(first.value_and_grad(torch.zeros((4, 6), dtype=torch.float64))[0], torch.zeros(4, dtype=torch.float64))
+    pids = first._pid, second._pid
+    first.close()  # the second helper, forked later, must not hold the first's socket open
+    second.close()
+    assert all(_helper_gone(p) for p in pids)
+
+
+def test_hmc_with_split_chains_takes_the_same_draws_for_a_row_wise_density():
+    # a density computed row by row gives bitwise the same values for any batch, so the split run
+    # must be the same run: warm-up windows rebuild the surrogate (and the helper) several times
+    def surrogate(centre, draws=None):
+        return Gaussian()
+
+    init = torch.zeros((8, 6), dtype=torch.float64)
+    runs = [hmc(Gaussian(), init, warmup=150, draws=100, rng=np.random.default_rng(3), surrogate=surrogate,
+                delayed_acceptance=False, split_chains=split) for split in (False, True)]
+    assert torch.equal(runs[0].draws, runs[1].draws)
+    sd = runs[1].draws.reshape(-1, 6).std(0)
+    assert torch.allclose(sd, SCALE, rtol=0.25)
+
+
+def test_napsu_fit_with_the_chains_split_over_two_processes_mixes_and_leaves_no_helper(monkeypatch):
+    from dpsynth.generators import napsu_sampling
+    from dpsynth.generators.napsu import NAPSUMQ
+    from dpsynth.graphical import split_chains
+
+    from test_napsu import TOY_QUERY, TOY_SCHEMA, toy_data
+
+    made = []
+    monkeypatch.setattr(napsu_sampling, "CHAIN_PROCESSES", 2)
+    monkeypatch.setattr(napsu_sampling, "SPLIT_MIN_DIM", 0)
+    monkeypatch.setattr(split_chains.SplitDensity, "__init__", _recording(split_chains.SplitDensity.__init__, made))
+    df = toy_data(2000, np.random.default_rng(0))
+    gen = NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY).fit(df, TOY_SCHEMA, seed=1)
+    d = gen.diagnostics_
+    assert made and all(s._pid == 0 for s in made)  # helpers were used, and each was closed
+    assert d["rhat_max_cells"] <= gen.rhat_target and d["ess_bulk_min_cells"] >= gen.ess_target
+
+
+def _recording(init, made):
+    def wrapped(self, density):
+        init(self, density)
+        made.append(self)
+    return wrapped
