@@ -50,7 +50,8 @@ def _send(sock: socket.socket, status: int, cols: int, payload: bytes = b"") -> 
     sock.sendall(_HEADER.pack(status, cols) + struct.pack("<q", len(payload)) + payload)
 
 
-def _recv_exact(sock: socket.socket, size: int) -> bytes:
+def _recv_exact(sock: socket.socket, size: int) -> bytearray:
+    """``size`` bytes from ``sock``, in a writable buffer (numpy and torch read it without a copy)."""
     buf = bytearray(size)
     view, got = memoryview(buf), 0
     while got < size:
@@ -58,10 +59,10 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
         if n == 0:
             raise EOFError("the helper process closed its socket")
         got += n
-    return bytes(buf)
+    return buf
 
 
-def _recv(sock: socket.socket) -> tuple[int, int, bytes]:
+def _recv(sock: socket.socket) -> tuple[int, int, bytearray]:
     status, cols = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
     (size,) = struct.unpack("<q", _recv_exact(sock, 8))
     return status, cols, _recv_exact(sock, size)
@@ -77,7 +78,7 @@ def _serve(sock: socket.socket, density) -> None:
         except EOFError:
             return
         try:
-            x = torch.from_numpy(np.frombuffer(data, dtype=np.float64).reshape(rows, cols).copy())
+            x = torch.from_numpy(np.frombuffer(data, dtype=np.float64).reshape(rows, cols))
             with torch.no_grad():
                 f, g = density.value_and_grad(x)
             out = np.concatenate([f.to(DTYPE).numpy().ravel(), g.to(DTYPE).numpy().ravel()])
@@ -130,14 +131,10 @@ class SplitDensity:
                                "one process") from e
         if status != 0:
             raise RuntimeError("the helper process failed:\n" + data.decode())
-        out = torch.from_numpy(np.frombuffer(data, dtype=np.float64).copy())
+        out = torch.from_numpy(np.frombuffer(data, dtype=np.float64))
         n = rows - half
         f_there, g_there = out[:n], out[n:].reshape(n, cols)
         return torch.cat([f_here.to(DTYPE), f_there]), torch.cat([g_here.to(DTYPE), g_there])
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """The density's own value (no split): for callers that need values only."""
-        return self.density(x)
 
     def close(self) -> None:
         if self._pid:
