@@ -1071,6 +1071,25 @@ def test_expanded_v_gradient_by_hand_is_autograds(monkeypatch, dtype):
         torch.testing.assert_close(density(x.detach().reshape(2, 3, -1)), f_ref.detach().reshape(2, 3))
 
 
+@pytest.mark.parametrize("rows", [1, 3, 8, 15, 16, 40])
+def test_fixed_matrix_is_x_times_m_in_either_layout(rows):
+    """:class:`dpsynth.graphical.expanded_v.FixedMatrix` gives x @ M (M not symmetric here, so a
+    layout that read Mᵀ for M would fail) to float32 rounding, for batches below and above
+    ``LINEAR_BELOW_ROWS`` (which are multiplied the other way round), in any leading shape."""
+    from dpsynth.graphical.expanded_v import LINEAR_BELOW_ROWS, FixedMatrix
+
+    assert 1 < LINEAR_BELOW_ROWS <= 16
+    gen = torch.Generator().manual_seed(rows)
+    m = torch.randn(70, 50, dtype=torch.float64, generator=gen)
+    x = torch.randn(rows, 70, dtype=torch.float64, generator=gen)
+    fixed = FixedMatrix(m.float())
+    exact = x.float().double() @ m.float().double()
+    out = fixed(x)
+    assert out.dtype == torch.float64 and out.shape == (rows, 50)
+    torch.testing.assert_close(out, exact, rtol=0, atol=1e-4 * float(exact.abs().max()))
+    torch.testing.assert_close(fixed(x.reshape(1, rows, 70))[0], out, rtol=0, atol=0)
+
+
 def test_sampler_gradient_by_hand_is_autograds(monkeypatch):
     """The sampling surrogate (expanded V, fitted linear term) in a sinh–arcsinh map's coordinates:
     the sampler's value and gradient without autograd (posterior._mapped_value_and_grad) equal

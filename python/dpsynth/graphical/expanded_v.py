@@ -32,11 +32,23 @@ from .factor import DTYPE
 from .level_pass import calibrated, level_backward
 
 
+#: batches of fewer rows than this are multiplied as x @ M (``torch.nn.functional.linear`` with
+#: the stored Mᵀ), larger ones as (Mᵀxᵀ)ᵀ (:class:`FixedMatrix`). MKL on an AMD EPYC (AVX-512),
+#: one thread, M 1,027² in float32, ms per product: 8 rows 0.756 as (Mᵀxᵀ)ᵀ against 0.378 as x @ M,
+#: 16 rows 0.565 against 0.634; 6–12 rows all favour x @ M (``bench/napsu_products.py``). The
+#: sampler's process split (:mod:`dpsynth.graphical.split_chains`) hands each process 8 of the 16
+#: chains; 16 rows (one process: Adult-10's fits) keep the layout their studies ran on
+LINEAR_BELOW_ROWS = 16
+
+
 class FixedMatrix:
     """A fixed matrix M (already cast to the precision wanted) for products x @ M with a few rows
     x (the chains): kept as Mᵀ, contiguous, and applied as (Mᵀxᵀ)ᵀ, the result in float64. MKL's
-    skinny products run faster that way round: 16 rows by M of 1,027 × 2,053 in float32, 2.0–3.1 ms
-    against 3.8–4.4 ms for x @ M (the bundled Adult at 15 columns, one thread beside another job).
+    skinny products run faster that way round at 16 rows: 16 rows by M of 1,027 × 2,053 in float32,
+    2.0–3.1 ms against 3.8–4.4 ms for x @ M (the bundled Adult at 15 columns, one thread beside
+    another job, Intel Xeon). Batches of fewer than :data:`LINEAR_BELOW_ROWS` rows, where MKL's
+    (Mᵀxᵀ)ᵀ is twice as slow as x @ M on an AMD EPYC, are multiplied as x @ M (the same Mᵀ, read
+    by ``linear``).
 
     >>> m = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
     >>> x = torch.ones(4, 2, dtype=torch.float64)
@@ -50,7 +62,8 @@ class FixedMatrix:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """x @ M for x (…, rows of M)."""
         flat = x.reshape(-1, x.shape[-1]).to(self.t.dtype)
-        return (self.t @ flat.T).T.to(DTYPE).reshape(x.shape[:-1] + (self.t.shape[0],))
+        out = torch.nn.functional.linear(flat, self.t) if flat.shape[0] < LINEAR_BELOW_ROWS else (self.t @ flat.T).T
+        return out.to(DTYPE).reshape(x.shape[:-1] + (self.t.shape[0],))
 
 
 class ExpandedV:
