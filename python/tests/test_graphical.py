@@ -1071,14 +1071,16 @@ def test_expanded_v_gradient_by_hand_is_autograds(monkeypatch, dtype):
         torch.testing.assert_close(density(x.detach().reshape(2, 3, -1)), f_ref.detach().reshape(2, 3))
 
 
+@pytest.mark.parametrize("linear_below", [0, 16])
 @pytest.mark.parametrize("rows", [1, 3, 8, 15, 16, 40])
-def test_fixed_matrix_is_x_times_m_in_either_layout(rows):
+def test_fixed_matrix_is_x_times_m_in_either_layout(monkeypatch, rows, linear_below):
     """:class:`dpsynth.graphical.expanded_v.FixedMatrix` gives x @ M (M not symmetric here, so a
-    layout that read Mᵀ for M would fail) to float32 rounding, for batches below and above
-    ``LINEAR_BELOW_ROWS`` (which are multiplied the other way round), in any leading shape."""
-    from dpsynth.graphical.expanded_v import LINEAR_BELOW_ROWS, FixedMatrix
+    layout that read Mᵀ for M would fail) to float32 rounding, whichever way round the batch is
+    multiplied (``LINEAR_BELOW_ROWS``: 16 on AMD processors, 0 elsewhere), in any leading shape."""
+    from dpsynth.graphical import expanded_v
+    from dpsynth.graphical.expanded_v import FixedMatrix
 
-    assert 1 < LINEAR_BELOW_ROWS <= 16
+    monkeypatch.setattr(expanded_v, "LINEAR_BELOW_ROWS", linear_below)
     gen = torch.Generator().manual_seed(rows)
     m = torch.randn(70, 50, dtype=torch.float64, generator=gen)
     x = torch.randn(rows, 70, dtype=torch.float64, generator=gen)
@@ -1088,6 +1090,22 @@ def test_fixed_matrix_is_x_times_m_in_either_layout(rows):
     assert out.dtype == torch.float64 and out.shape == (rows, 50)
     torch.testing.assert_close(out, exact, rtol=0, atol=1e-4 * float(exact.abs().max()))
     torch.testing.assert_close(fixed(x.reshape(1, rows, 70))[0], out, rtol=0, atol=0)
+
+
+def test_fixed_matrix_layout_follows_the_processor_vendor():
+    """x @ M below 16 rows on AMD processors only (where it was measured faster); the vendor is
+    read from /proc/cpuinfo where there is one."""
+    from dpsynth.graphical import expanded_v
+
+    vendor = expanded_v.cpu_vendor()
+    assert isinstance(vendor, str)
+    assert expanded_v.LINEAR_BELOW_ROWS == (16 if vendor == "AuthenticAMD" else 0)
+    try:
+        with open("/proc/cpuinfo") as f:
+            listed = [line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")]
+    except OSError:
+        listed = []
+    assert vendor == (listed[0] if listed else "")
 
 
 def test_sampler_gradient_by_hand_is_autograds(monkeypatch):

@@ -32,13 +32,30 @@ from .factor import DTYPE
 from .level_pass import calibrated, level_backward
 
 
+def cpu_vendor() -> str:
+    """The processor's vendor id (``"GenuineIntel"``, ``"AuthenticAMD"``, …) from /proc/cpuinfo;
+    ``""`` where it cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 #: batches of fewer rows than this are multiplied as x @ M (``torch.nn.functional.linear`` with
-#: the stored Mᵀ), larger ones as (Mᵀxᵀ)ᵀ (:class:`FixedMatrix`). MKL on an AMD EPYC (AVX-512),
-#: one thread, M 1,027² in float32, ms per product: 8 rows 0.756 as (Mᵀxᵀ)ᵀ against 0.378 as x @ M,
-#: 16 rows 0.565 against 0.634; 6–12 rows all favour x @ M (``bench/napsu_products.py``). The
-#: sampler's process split (:mod:`dpsynth.graphical.split_chains`) hands each process 8 of the 16
-#: chains; 16 rows (one process: Adult-10's fits) keep the layout their studies ran on
-LINEAR_BELOW_ROWS = 16
+#: the stored Mᵀ), larger ones as (Mᵀxᵀ)ᵀ (:class:`FixedMatrix`): 16 on AMD processors, 0 (every
+#: batch as (Mᵀxᵀ)ᵀ) elsewhere. MKL on an AMD EPYC (AVX-512), one thread, M 1,027² in float32, ms
+#: per product: 8 rows 0.756 as (Mᵀxᵀ)ᵀ against 0.378 as x @ M, 16 rows 0.565 against 0.634, 6–12
+#: rows all favour x @ M (``bench/napsu_products.py``). The sampler's process split
+#: (:mod:`dpsynth.graphical.split_chains`) hands each process 8 of the 16 chains. On the Intel Xeon
+#: machines of the earlier sessions (Mᵀxᵀ)ᵀ was the faster at 16 rows and x @ M was not measured at
+#: 8, so they keep the layout their studies ran on; so does 16 rows everywhere (one process:
+#: Adult-10's fits). The vendor, not a timing, decides, so that a seed gives the same draws on one
+#: machine every time
+LINEAR_BELOW_ROWS = 16 if cpu_vendor() == "AuthenticAMD" else 0
 
 
 class FixedMatrix:
@@ -46,9 +63,9 @@ class FixedMatrix:
     x (the chains): kept as Mᵀ, contiguous, and applied as (Mᵀxᵀ)ᵀ, the result in float64. MKL's
     skinny products run faster that way round at 16 rows: 16 rows by M of 1,027 × 2,053 in float32,
     2.0–3.1 ms against 3.8–4.4 ms for x @ M (the bundled Adult at 15 columns, one thread beside
-    another job, Intel Xeon). Batches of fewer than :data:`LINEAR_BELOW_ROWS` rows, where MKL's
-    (Mᵀxᵀ)ᵀ is twice as slow as x @ M on an AMD EPYC, are multiplied as x @ M (the same Mᵀ, read
-    by ``linear``).
+    another job, Intel Xeon). Batches of fewer than :data:`LINEAR_BELOW_ROWS` rows (on AMD
+    processors, where MKL's (Mᵀxᵀ)ᵀ of 8 rows is twice as slow as x @ M) are multiplied as x @ M
+    (the same Mᵀ, read by ``linear``).
 
     >>> m = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
     >>> x = torch.ones(4, 2, dtype=torch.float64)
