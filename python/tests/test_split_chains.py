@@ -76,6 +76,25 @@ def test_hmc_with_split_chains_takes_the_same_draws_for_a_row_wise_density():
     assert torch.allclose(sd, SCALE, rtol=0.25)
 
 
+def test_hmc_stopped_by_an_error_closes_its_helper_at_once(monkeypatch):
+    # the exception (and its traceback, which keeps hmc's frame alive) is still held when the
+    # helpers are checked: they must have been closed by hmc itself, not by garbage collection
+    from dpsynth.graphical import split_chains
+
+    made = []
+    monkeypatch.setattr(split_chains.SplitDensity, "__init__", _recording(split_chains.SplitDensity.__init__, made))
+
+    def surrogate(centre, draws=None):
+        return Gaussian(fail_above=2.5)
+
+    init = torch.zeros((8, 6), dtype=torch.float64)
+    with pytest.raises((ValueError, RuntimeError), match="a row above the limit") as caught:
+        hmc(Gaussian(), init, warmup=300, draws=300, rng=np.random.default_rng(0), surrogate=surrogate,
+            delayed_acceptance=False, split_chains=True)
+    assert caught.value.__traceback__ is not None
+    assert made and all(s._pid == 0 for s in made)
+
+
 def test_napsu_fit_with_the_chains_split_over_two_processes_mixes_and_leaves_no_helper(monkeypatch):
     from dpsynth.generators import napsu_sampling
     from dpsynth.generators.napsu import NAPSUMQ

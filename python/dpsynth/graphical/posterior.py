@@ -40,7 +40,7 @@ from .importance import PSIS_BOUNDED_RATIO, PSIS_MIN_DRAWS, psis_weights  # noqa
 from .metric import shrunk_covariance, velocity_metric
 from .mixing import ess_bulk, rhat_and_ess, split_rhat  # noqa: F401  (the diagnostics' home; re-exported)
 from .mixing import moving_chains, settled_chains
-from .split_chains import split_density
+from .split_chains import closes_own_helpers, split_density
 from .transport import MarginalMap
 
 DTYPE = torch.float64
@@ -277,6 +277,7 @@ def last_window_iterations(warmup: int) -> int:
     return ends[-1] - (ends[-2] if len(ends) > 1 else _window_start(warmup))
 
 
+@closes_own_helpers  # an interrupted run leaves no helper of split_chains waiting
 def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = None, warmup: int = 300,
         draws: int = 200, target_accept: float = 0.8, path_length: float = 0.5 * math.pi, jitter: float = 0.5,
         max_leapfrog: int = 64, rng: np.random.Generator | None = None,

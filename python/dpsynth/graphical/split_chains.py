@@ -28,9 +28,11 @@ is the same sampler, not the same draws. Needs ``os.fork`` (Linux, macOS).
 """
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import struct
+import threading
 import traceback
 import warnings
 import weakref
@@ -113,6 +115,7 @@ class SplitDensity:
             finally:
                 os._exit(code)
         child.close()
+        self._thread = threading.get_ident()  # who forked it: :func:`closes_own_helpers`
         _LIVE.add(self)
 
     def value_and_grad(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -127,8 +130,8 @@ class SplitDensity:
             status, _, data = _recv(self._sock)
         except (OSError, EOFError) as e:  # socket.timeout is an OSError
             raise RuntimeError(f"the helper process computing half of the chains' gradients failed ({e!r}); "
-                               "set dpsynth.generators.napsu_sampling.CHAIN_PROCESSES = 1 to run them in "
-                               "one process") from e
+                               "run hmc(split_chains=False) to compute them in one process (NAPSU-MQ: set "
+                               "dpsynth.generators.napsu_sampling.CHAIN_PROCESSES = 1)") from e
         if status != 0:
             raise RuntimeError("the helper process failed:\n" + data.decode())
         out = torch.from_numpy(np.frombuffer(data, dtype=np.float64))
@@ -153,6 +156,39 @@ class SplitDensity:
             self.close()
         except Exception:
             pass
+
+
+def closes_own_helpers(fn):
+    """``fn`` with every helper that it forked (in the calling thread) closed when it returns or
+    raises. A sampler stopped by an error or by the user (KeyboardInterrupt) would otherwise leave
+    its helper waiting on the socket for as long as the traceback keeps the sampler's frame alive
+    (an interactive session keeps the last one), holding its share of the memory.
+
+    >>> class Gauss:
+    ...     def value_and_grad(self, x):
+    ...         return -0.5 * (x ** 2).sum(-1), -x
+    >>> made = []
+    >>> @closes_own_helpers
+    ... def run():
+    ...     made.append(SplitDensity(Gauss()))
+    ...     raise KeyboardInterrupt
+    >>> try:
+    ...     run()
+    ... except KeyboardInterrupt:
+    ...     made[0]._pid == 0
+    True
+    """
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        before = weakref.WeakSet(_LIVE)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            me = threading.get_ident()
+            for helper in list(_LIVE):
+                if helper not in before and getattr(helper, "_thread", None) == me:
+                    helper.close()
+    return wrapper
 
 
 def split_density(density) -> SplitDensity | None:
