@@ -45,15 +45,16 @@ def cpu_vendor() -> str:
     return ""
 
 
-#: batches of fewer rows than this are multiplied as x @ M (``torch.nn.functional.linear`` with
-#: the stored Mᵀ), larger ones as (Mᵀxᵀ)ᵀ (:class:`FixedMatrix`): 16 on AMD processors, 0 (every
-#: batch as (Mᵀxᵀ)ᵀ) elsewhere. MKL on an AMD EPYC (AVX-512), one thread, M 1,027² in float32, ms
+#: batches of 2 to fewer rows than this are multiplied as x @ M (``torch.nn.functional.linear``
+#: with the stored Mᵀ), others as (Mᵀxᵀ)ᵀ (:class:`FixedMatrix`): 16 on AMD processors, 0 (every
+#: batch as (Mᵀxᵀ)ᵀ) elsewhere. A single row (the surrogate's gradient at its reference point),
+#: as fast either way, keeps (Mᵀxᵀ)ᵀ. MKL on an AMD EPYC (AVX-512), one thread, M 1,027² in float32, ms
 #: per product: 8 rows 0.756 as (Mᵀxᵀ)ᵀ against 0.378 as x @ M, 16 rows 0.565 against 0.634, 6–12
 #: rows all favour x @ M (``bench/napsu_products.py``). The sampler's process split
 #: (:mod:`dpsynth.graphical.split_chains`) hands each process 8 of the 16 chains. On the Intel Xeon
 #: machines of the earlier sessions (Mᵀxᵀ)ᵀ was the faster at 16 rows and x @ M was not measured at
-#: 8, so they keep the layout their studies ran on; so does 16 rows everywhere (one process:
-#: Adult-10's fits). The vendor, not a timing, decides, so that a seed gives the same draws on one
+#: 8, so they keep the layout their studies ran on; so do 1 and 16 rows everywhere (one process:
+#: Adult-10's fits, whose paths stay as they were on any machine). The vendor, not a timing, decides, so that a seed gives the same draws on one
 #: machine every time
 LINEAR_BELOW_ROWS = 16 if cpu_vendor() == "AuthenticAMD" else 0
 
@@ -63,7 +64,7 @@ class FixedMatrix:
     x (the chains): kept as Mᵀ, contiguous, and applied as (Mᵀxᵀ)ᵀ, the result in float64. MKL's
     skinny products run faster that way round at 16 rows: 16 rows by M of 1,027 × 2,053 in float32,
     2.0–3.1 ms against 3.8–4.4 ms for x @ M (the bundled Adult at 15 columns, one thread beside
-    another job, Intel Xeon). Batches of fewer than :data:`LINEAR_BELOW_ROWS` rows (on AMD
+    another job, Intel Xeon). Batches of 2 to fewer than :data:`LINEAR_BELOW_ROWS` rows (on AMD
     processors, where MKL's (Mᵀxᵀ)ᵀ of 8 rows is twice as slow as x @ M) are multiplied as x @ M
     (the same Mᵀ, read by ``linear``).
 
@@ -79,7 +80,8 @@ class FixedMatrix:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """x @ M for x (…, rows of M)."""
         flat = x.reshape(-1, x.shape[-1]).to(self.t.dtype)
-        out = torch.nn.functional.linear(flat, self.t) if flat.shape[0] < LINEAR_BELOW_ROWS else (self.t @ flat.T).T
+        rows = flat.shape[0]
+        out = torch.nn.functional.linear(flat, self.t) if 1 < rows < LINEAR_BELOW_ROWS else (self.t @ flat.T).T
         return out.to(DTYPE).reshape(x.shape[:-1] + (self.t.shape[0],))
 
 
