@@ -5,9 +5,12 @@ chains on two cores without torch's intra-op threads.
 batched value and gradient of the surrogate, whose cost is mostly fixed overhead (products with
 dense D × D matrices and a few hundred small operations), so half the chains cost nearly as much as
 all of them. Two processes of 8 chains each take 7.8–7.9 ms a step side by side against 9.8 ms for
-one process of 16 (the bundled Adult at 15 columns; ``bench/napsu_threads.py``), while two torch
-threads, 7.8 ms alone, take 27–28 ms whenever another job runs (idle OpenMP workers spin). Processes
-only share the cores the scheduler gives them, so they slow down no more than the work they do.
+one process of 16 (the bundled Adult at 15 columns, Intel Xeon; ``bench/napsu_threads.py``), while
+two torch threads, 7.8 ms alone, take 27–28 ms whenever another job runs (idle OpenMP workers spin).
+Processes only share the cores the scheduler gives them, so they slow down no more than the work
+they do. On an AMD EPYC the split gains only with 8-row products multiplied as x @ M
+(:data:`dpsynth.graphical.expanded_v.LINEAR_BELOW_ROWS`): 8.9–11.5 ms a step side by side, against
+12.6–15.8 with MKL's other layout and 12.6–13.6 for one process of 16.
 
 :class:`SplitDensity` forks the helper when it is made (the helper inherits the density as it is;
 a new density needs a new :class:`SplitDensity`), sends it the second half of each batch over a
