@@ -26,6 +26,9 @@ autograd) instead, so derivatives of every order stay exact.
 """
 from __future__ import annotations
 
+import pathlib
+import re
+
 import torch
 
 from .factor import DTYPE
@@ -36,13 +39,10 @@ def cpu_vendor() -> str:
     """The processor's vendor id (``"GenuineIntel"``, ``"AuthenticAMD"``, …) from /proc/cpuinfo;
     ``""`` where it cannot be read."""
     try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
+        found = re.search(r"^vendor_id\s*:\s*(\S+)", pathlib.Path("/proc/cpuinfo").read_text(), re.MULTILINE)
     except OSError:
-        pass
-    return ""
+        return ""
+    return found.group(1) if found else ""
 
 
 #: batches of 2 to fewer rows than this are multiplied as x @ M (``torch.nn.functional.linear``
