@@ -54,8 +54,8 @@ def cpu_vendor() -> str:
 #: (:mod:`dpsynth.graphical.split_chains`) hands each process 8 of the 16 chains. On the Intel Xeon
 #: machines of the earlier sessions (Mᵀxᵀ)ᵀ was the faster at 16 rows and x @ M was not measured at
 #: 8, so they keep the layout their studies ran on; so do 1 and 16 rows everywhere (one process:
-#: Adult-10's fits, whose paths stay as they were on any machine). The vendor, not a timing, decides, so that a seed gives the same draws on one
-#: machine every time
+#: Adult-10's fits, whose paths stay as they were on any machine). The vendor, not a timing,
+#: decides, so that a seed gives the same draws on one machine every time
 LINEAR_BELOW_ROWS = 16 if cpu_vendor() == "AuthenticAMD" else 0
 
 
