@@ -22,6 +22,7 @@ Prints progress on stderr and one JSON object on the last line of stdout.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -69,7 +70,7 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, nargs="*", default=[1, 2, 4, 8, 12, 16, 24, 32])
     ap.add_argument("--blocks", type=int, default=7)
     ap.add_argument("--repeats", type=int, default=200)
-    ap.add_argument("--worker", action="store_true", help=argparse_hidden())
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         print(json.dumps(timings(args.dim, args.rows, args.blocks, args.repeats)))
@@ -85,12 +86,6 @@ def main(argv=None):
     _common.log(f"two at once: {both}")
     _common.emit({"machine": _common.machine(), "note": _common.CONTENTION, "dim": args.dim, "unit": "ms per product",
                   "alone": alone, "two_at_once": both})
-
-
-def argparse_hidden():
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ measure one study; the bench's JSON (its last line) also has each fit's seconds,
 does not assert (timings belong to benchmarks). About an hour on a 2-core Intel Xeon (2026-12-02,
 the chains split over two processes, napsu_sampling.CHAIN_PROCESSES: fits of 23,000–38,000
 gradients, 279–424 s each, 62 minutes in all), about twice that on an AMD EPYC (2026-12-02, second
-session: fits of 24,700–42,200 gradients, 432–837 s each). The memory asserted is the sampler's process's; its forked helper shares most of
-its pages (docs/napsu-measurements.md gives the helper's own).
+session: fits of 24,700–42,200 gradients, 432–837 s each). The memory asserted is the sampler's
+process's; its forked helper shares most of its pages (docs/napsu-measurements.md gives the
+helper's own).
 
 On 2026-12-02 (the split) seeds 1–10 covered 88 of 90 coefficients (0.978; seeds 3 and 4 missed race
 Black), all ten mixed without a restart (R̂ ≤ 1.0097, least ESS 402.6), peak 2.60 GB; on one process

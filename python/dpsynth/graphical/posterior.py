@@ -277,7 +277,7 @@ def last_window_iterations(warmup: int) -> int:
     return ends[-1] - (ends[-2] if len(ends) > 1 else _window_start(warmup))
 
 
-@closes_own_helpers  # an interrupted run leaves no helper of split_chains waiting
+@closes_own_helpers  # the split's helpers end with the run, whether it returns or raises
 def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = None, warmup: int = 300,
         draws: int = 200, target_accept: float = 0.8, path_length: float = 0.5 * math.pi, jitter: float = 0.5,
         max_leapfrog: int = 64, rng: np.random.Generator | None = None,
@@ -489,8 +489,6 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
             kept.append(tmap.forward(x))
             acc_kept.append(float(acc_prob.mean()))
             n_lf_kept.append(n_steps)
-    if split is not None:
-        split.close()
     samples = torch.stack(kept, dim=1)  # (chains, draws, dim)
     return HMCResult(samples, float(np.mean(acc_kept)) if acc_kept else float("nan"), step,
                      float(np.mean(n_lf_kept)) if n_lf_kept else float("nan"), n_grad, divergences,
