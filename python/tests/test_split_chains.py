@@ -76,6 +76,23 @@ def test_hmc_with_split_chains_takes_the_same_draws_for_a_row_wise_density():
     assert torch.allclose(sd, SCALE, rtol=0.25)
 
 
+def test_hmc_with_split_chains_and_a_coordinate_map_takes_the_same_draws():
+    # the helper makes its chains' leapfrog drift (velocity product) and the map itself
+    # (posterior.DriftThenGradient): still the same run as in one process
+    from dpsynth.graphical.transport import MarginalMap
+
+    def surrogate(centre, draws=None):
+        return Gaussian()
+
+    tmap = MarginalMap(torch.zeros(6, dtype=torch.float64), SCALE.clone(), torch.full((6,), 0.2, dtype=torch.float64),
+                       torch.full((6,), 1.1, dtype=torch.float64))
+    init = torch.zeros((8, 6), dtype=torch.float64)
+    runs = [hmc(Gaussian(), init, warmup=150, draws=100, rng=np.random.default_rng(5), surrogate=surrogate,
+                delayed_acceptance=False, transform=tmap, split_chains=split) for split in (False, True)]
+    assert torch.equal(runs[0].draws, runs[1].draws)
+    assert runs[0].accept_rate > 0.5
+
+
 def test_hmc_stopped_by_an_error_closes_its_helper_at_once(monkeypatch):
     # the exception (and its traceback, which keeps hmc's frame alive) is still held when the
     # helpers are checked: they must have been closed by hmc itself, not by garbage collection

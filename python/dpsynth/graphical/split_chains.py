@@ -87,15 +87,18 @@ def _serve(sock: socket.socket, density) -> None:
             with torch.no_grad():
                 f, g = density.value_and_grad(x)
             out = np.concatenate([f.to(DTYPE).numpy().ravel(), g.to(DTYPE).numpy().ravel()])
-            _send(sock, 0, cols, out.tobytes())
+            _send(sock, 0, g.shape[-1], out.tobytes())  # the second value's width need not be x's
         except Exception:  # the caller raises it
             _send(sock, 1, 0, traceback.format_exc().encode())
 
 
 class SplitDensity:
     """``value_and_grad(x)`` of ``density`` for a batch x (B, dim): rows ``B // 2`` on are sent to a
-    forked helper process, the rest are computed here, both at once (module docstring). Close it
-    (or use it as a context manager) to end the helper."""
+    forked helper process, the rest are computed here, both at once (module docstring). Any
+    row-wise pair (values (B,), rows (B, k)) splits the same way: the second value's width k may
+    differ from x's (the sampler's leapfrog drift hands back positions and gradients,
+    :class:`dpsynth.graphical.posterior.DriftThenGradient`). Close it (or use it as a context
+    manager) to end the helper."""
 
     def __init__(self, density):
         if not hasattr(os, "fork"):
@@ -130,7 +133,7 @@ class SplitDensity:
         try:
             _send(self._sock, rows - half, cols, x[half:].contiguous().numpy().tobytes())
             f_here, g_here = self.density.value_and_grad(x[:half])
-            status, _, data = _recv(self._sock)
+            status, out_cols, data = _recv(self._sock)
         except (OSError, EOFError) as e:  # socket.timeout is an OSError
             raise RuntimeError(f"the helper process computing half of the chains' gradients failed ({e!r}); "
                                "run hmc(split_chains=False) to compute them in one process (NAPSU-MQ: set "
@@ -139,7 +142,7 @@ class SplitDensity:
             raise RuntimeError("the helper process failed:\n" + data.decode())
         out = torch.from_numpy(np.frombuffer(data, dtype=np.float64))
         n = rows - half
-        f_there, g_there = out[:n], out[n:].reshape(n, cols)
+        f_there, g_there = out[:n], out[n:].reshape(n, out_cols)
         return torch.cat([f_here.to(DTYPE), f_there]), torch.cat([g_here.to(DTYPE), g_there])
 
     def close(self) -> None:
