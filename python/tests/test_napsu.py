@@ -525,6 +525,23 @@ def test_hmc_reports_diagnostics_and_flags_a_posterior_that_has_not_mixed(toy_fi
     assert "R-hat of the released cells' probabilities 1.004" in msg and "Pareto k-hat of the importance weights 0.93 (target <= 0.7)" in msg
 
 
+def _record_hmc(monkeypatch, extra: str) -> list[dict]:
+    """NAPSU-MQ's calls of hmc, recorded as they are made (start, metric, warm-up, draws and the
+    option ``extra``), into the list returned."""
+    from dpsynth.generators import napsu_sampling
+
+    calls, real_hmc = [], napsu_sampling.hmc
+
+    def recording_hmc(log_prob, init, **kw):
+        res = real_hmc(log_prob, init, **kw)
+        calls.append({"init": init.clone(), "cov": kw["cov"], "warmup": kw["warmup"], "draws": res.draws,
+                      extra: kw.get(extra)})
+        return res
+
+    monkeypatch.setattr(napsu_sampling, "hmc", recording_hmc)
+    return calls
+
+
 def test_each_extension_starts_with_the_metric_of_all_draws_so_far(toy_fit, monkeypatch):
     """A run that cannot meet R̂ ≤ 1 runs MAX_EXTENSIONS extensions; each continues the chains
     from their last draw with the coordinate map refitted to every draw kept before it and the
@@ -532,15 +549,7 @@ def test_each_extension_starts_with_the_metric_of_all_draws_so_far(toy_fit, monk
     from dpsynth.generators import napsu_sampling
     from dpsynth.graphical.metric import shrunk_covariance
 
-    calls, real_hmc = [], napsu_sampling.hmc
-
-    def recording_hmc(log_prob, init, **kw):
-        res = real_hmc(log_prob, init, **kw)
-        calls.append({"init": init.clone(), "cov": kw["cov"], "warmup": kw["warmup"], "draws": res.draws,
-                      "transform": kw.get("transform")})
-        return res
-
-    monkeypatch.setattr(napsu_sampling, "hmc", recording_hmc)
+    calls = _record_hmc(monkeypatch, "transform")
     monkeypatch.setattr(napsu_sampling, "RESTART_AFTER", None)  # extensions only (restart: the next test)
     df, _ = toy_fit
     with pytest.warns(dpsynth.PosteriorNotMixedWarning):
@@ -603,15 +612,7 @@ def test_a_run_slow_to_mix_restarts_once_with_a_fresh_warmup(toy_fit, monkeypatc
     from dpsynth.generators import napsu_sampling
     from dpsynth.graphical.metric import shrunk_covariance
 
-    calls, real_hmc = [], napsu_sampling.hmc
-
-    def recording_hmc(log_prob, init, **kw):
-        res = real_hmc(log_prob, init, **kw)
-        calls.append({"init": init.clone(), "cov": kw["cov"], "warmup": kw["warmup"], "draws": res.draws,
-                      "metric_target": kw.get("metric_target")})
-        return res
-
-    monkeypatch.setattr(napsu_sampling, "hmc", recording_hmc)
+    calls = _record_hmc(monkeypatch, "metric_target")
     monkeypatch.setattr(napsu_sampling, "RESTART_AFTER", 2)
     monkeypatch.setattr(napsu_sampling, "STALL_CHECKS", 1)
     monkeypatch.setattr(napsu_sampling, "STALL_RATIO", 0.0)  # stalled whenever R̂ > 1

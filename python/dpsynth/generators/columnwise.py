@@ -92,9 +92,6 @@ class ColumnwiseSynth(TorchFit, Generator):
     ``num_threads`` (torch threads during fit).
     """
 
-    relation = "add-remove"
-    needs_delta = True
-    needs_bounds = True
 
     def __init__(self, epsilon: float, delta: float | None = None, impute: bool = True, order=None,
                  epochs: float = 10.0, batch_size: int = 1024, hidden: int = 64, clip: float = 1.0,

@@ -53,8 +53,8 @@ from torch import nn
 from torch.func import functional_call
 
 from .base import Generator
-from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, TorchFit, block_log_likelihood, complete_rows, critic_real_row_loss,
-                    draw_rows, poisson_indices, released_row_count, split_params, step_rng, wgan_critic_step)
+from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, TorchFit, block_log_likelihood, critic_real_row_loss, draw_encoded,
+                    poisson_indices, split_params, step_rng, wgan_critic_step)
 from .misgan import DataGenerator, mlp
 from .options import OPTION_CHECKS
 
@@ -66,13 +66,7 @@ FIT_STEP = "autoencoder and critic (DP-SGD)"
 def sample_encoded(decoder_out: np.ndarray, enc: MixedEncoder, schema, rng: np.random.Generator):
     """Decoded rows (softmax parts, positions) → a DataFrame: categories and bins drawn from the
     softmaxes, numerics placed at the decoded position inside their bin (shared by the GANs)."""
-    codes = np.zeros((len(decoder_out), len(enc.blocks)), dtype=np.int64)
-    values = {}
-    for j, b in enumerate(enc.blocks):
-        codes[:, j] = draw_rows(decoder_out[:, b.start:b.start + b.levels], rng)
-        if not b.categorical:
-            v = enc.unbin(j, codes[:, j], decoder_out[:, b.start + b.levels])
-            values[b.name] = np.floor(v) if schema[b.name].integer else v
+    codes, values = draw_encoded(decoder_out, enc, schema, rng)
     return schema.decode(codes, rng, numeric_values=values)
 
 
@@ -88,9 +82,6 @@ class DPAutoGAN(TorchFit, Generator):
     """
 
     method = "dpautogan"
-    relation = "add-remove"
-    needs_delta = True
-    needs_bounds = True
 
     def __init__(self, epsilon: float, delta: float | None = None, ae_epochs: float = 10.0, gan_epochs: float = 10.0,
                  batch_size: int = 128, latent: int = 15, nz: int = 32, hidden: int = 64, n_critic: int = 5,
@@ -100,14 +91,8 @@ class DPAutoGAN(TorchFit, Generator):
         self._set_params(locals(), OPTION_CHECKS)
 
     def _fit_torch(self, codes, data, source):
-        schema = self.schema_
-        codes, data = complete_rows(codes, data)
-        enc = MixedEncoder(schema, numeric="binned")
-        seed = int(source.numpy.integers(0, 2**62))
-        noise_gen, latent_gen = source.torch_generator(), source.torch_generator()
         eps_n = self.count_share * self.epsilon
-        self.n_ = released_row_count(len(codes), eps_n, self.ledger, source, self.relation,
-                                     step="number of complete rows")
+        codes, data, enc, seed, noise_gen, latent_gen = self._start_on_complete_rows(codes, data, source, eps_n)
         q = min(1.0, self.batch_size / self.n_)
         t_ae, t_gan = int(math.ceil(self.ae_epochs / q)), int(math.ceil(self.gan_epochs / q))
         plan = SGMPlan.calibrate(self.epsilon - eps_n, self.delta, q, t_ae + t_gan, self.clip)

@@ -49,8 +49,7 @@ from torch import nn
 from ..privacy import laplace_counts
 from .base import Generator
 from .dpautogan import sample_encoded
-from .dpsgd import (DPSGD, MixedEncoder, SGMPlan, TorchFit, complete_rows, critic_real_row_loss, poisson_indices,
-                    released_row_count, step_rng, wgan_critic_step)
+from .dpsgd import DPSGD, SGMPlan, TorchFit, critic_real_row_loss, poisson_indices, step_rng, wgan_critic_step
 from .misgan import DataGenerator, mlp
 from .options import OPTION_CHECKS
 
@@ -67,9 +66,6 @@ class DPCTGAN(TorchFit, Generator):
     """
 
     method = "dpctgan"
-    relation = "add-remove"
-    needs_delta = True
-    needs_bounds = True
 
     def __init__(self, epsilon: float, delta: float | None = None, epochs: float = 10.0, batch_size: int = 128,
                  nz: int = 32, hidden: int = 64, n_critic: int = 5, weight_clip: float = 0.01, clip: float = 1.0,
@@ -105,14 +101,8 @@ class DPCTGAN(TorchFit, Generator):
 
     # ------------------------------------------------------------------ fitting
     def _fit_torch(self, codes, data, source):
-        schema = self.schema_
-        codes, data = complete_rows(codes, data)
-        enc = MixedEncoder(schema, numeric="binned")
-        seed = int(source.numpy.integers(0, 2**62))
-        noise_gen, latent_gen = source.torch_generator(), source.torch_generator()
         eps_n, eps_c = self.count_share * self.epsilon, self.cond_share * self.epsilon
-        self.n_ = released_row_count(len(codes), eps_n, self.ledger, source, self.relation,
-                                     step="number of complete rows")
+        codes, data, enc, seed, noise_gen, latent_gen = self._start_on_complete_rows(codes, data, source, eps_n)
         cond = self._cond_blocks(enc)
         self.cond_columns_ = cond
         sizes = [enc.blocks[j].levels for j in cond]

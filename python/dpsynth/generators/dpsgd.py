@@ -49,8 +49,8 @@ import contextlib
 
 from ..graphical.chunks import torch_threads  # noqa: F401  (re-exported: the generators' thread setting)
 from ..privacy.dpsgd_accounting import DPSGD_MECHANISM, SGMPlan, poisson_indices, released_row_count, step_rng
-from .encoding import (Block, MixedEncoder, block_log_likelihood, complete_rows, draw_rows, numeric_range,
-                       numeric_values, values_in_bins)
+from .encoding import (Block, MixedEncoder, block_log_likelihood, complete_rows, draw_encoded, draw_rows,
+                       numeric_range, numeric_values, values_in_bins)
 
 
 @contextlib.contextmanager
@@ -66,7 +66,13 @@ def torch_seeded(seed: int):
 
 class TorchFit:
     """Mixin for the torch generators: ``fit`` runs :meth:`_fit_torch` with ``self.num_threads``
-    torch threads and torch's global random state seeded from the noise source (restored after)."""
+    torch threads and torch's global random state seeded from the noise source (restored after).
+    Each is trained by DP-SGD on Poisson-subsampled batches, whose (ε, δ) guarantee is under
+    add/remove-one neighbours and needs δ > 0, on rows encoded within public bounds."""
+
+    relation = "add-remove"
+    needs_delta = True
+    needs_bounds = True
 
     def _fit(self, codes, data, source):
         with torch_threads(self.num_threads), torch_seeded(source.numpy.integers(0, 2**62)):
@@ -74,6 +80,19 @@ class TorchFit:
 
     def _fit_torch(self, codes, data, source):
         raise NotImplementedError
+
+    def _start_on_complete_rows(self, codes, data, source, eps_n: float):
+        """The opening of a fit on the complete rows (DPautoGAN, DP-CTGAN): the complete rows
+        (codes, data), their encoder (numerics binned), a seed and two torch generators (the
+        noise's and the latent draws') from ``source``, and the released number of complete rows
+        ``n_`` (ε = ``eps_n``, charged to the ledger)."""
+        codes, data = complete_rows(codes, data)
+        enc = MixedEncoder(self.schema_, numeric="binned")
+        seed = int(source.numpy.integers(0, 2**62))
+        noise_gen, latent_gen = source.torch_generator(), source.torch_generator()
+        self.n_ = released_row_count(len(codes), eps_n, self.ledger, source, self.relation,
+                                     step="number of complete rows")
+        return codes, data, enc, seed, noise_gen, latent_gen
 
 
 # ====================================================================== per-sample gradients
@@ -242,4 +261,4 @@ def split_params(params: dict, prefix: str) -> dict:
 __all__ = ["wgan_critic_step", "critic_real_row_loss", "released_row_count", "complete_rows",
            "block_log_likelihood", "SGMPlan", "DPSGD", "TorchFit", "DPSGD_MECHANISM", "MixedEncoder", "Block",
            "clipped_gradient_sum", "mlp_clipped_gradient_sum", "poisson_indices", "step_rng", "split_params",
-           "torch_threads", "torch_seeded", "draw_rows", "numeric_range", "numeric_values", "values_in_bins"]
+           "torch_threads", "torch_seeded", "draw_rows", "draw_encoded", "numeric_range", "numeric_values", "values_in_bins"]

@@ -162,6 +162,21 @@ def draw_rows(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.minimum((u > cdf).sum(axis=1), probs.shape[1] - 1).astype(np.int64)
 
 
+def draw_encoded(decoder_out: np.ndarray, enc: "MixedEncoder", schema, rng: np.random.Generator):
+    """(codes (rows, columns), numeric values by column) drawn from decoded rows (softmax parts,
+    positions): each category or bin from its softmax (:func:`draw_rows`), a numeric placed at its
+    decoded position inside its bin (whole numbers for integer columns). Post-processing shared by
+    the GANs' samplers."""
+    codes = np.zeros((len(decoder_out), len(enc.blocks)), dtype=np.int64)
+    values = {}
+    for j, b in enumerate(enc.blocks):
+        codes[:, j] = draw_rows(decoder_out[:, b.start:b.start + b.levels], rng)
+        if not b.categorical:
+            v = enc.unbin(j, codes[:, j], decoder_out[:, b.start + b.levels])
+            values[b.name] = np.floor(v) if schema[b.name].integer else v
+    return codes, values
+
+
 def numeric_range(col) -> tuple[float, float]:
     """Public [lower, upper] of a numeric column (its bounds, else its outer bin edges)."""
     if col.has_bounds:

@@ -73,7 +73,7 @@ from ..privacy import laplace_counts
 from ..schema import MISSING
 from .base import Generator
 from ..validation import check_number
-from .dpsgd import DPSGD, MixedEncoder, SGMPlan, TorchFit, draw_rows, poisson_indices, split_params, step_rng
+from .dpsgd import DPSGD, MixedEncoder, SGMPlan, TorchFit, draw_encoded, poisson_indices, split_params, step_rng
 from .options import checks
 
 FIT_STEP = "critics (DP-SGD)"
@@ -165,9 +165,6 @@ class DPMisGAN(TorchFit, Generator):
     """
 
     method = "dp-misgan"
-    relation = "add-remove"
-    needs_delta = True
-    needs_bounds = True
 
     def __init__(self, epsilon: float, delta: float | None = None, epochs: float = 20.0, batch_size: int = 128,
                  n_critic: int = 2, nz: int = 32, hidden: int = 128, critic_hidden: int = 64, lam: float = 10.0,
@@ -267,13 +264,7 @@ class DPMisGAN(TorchFit, Generator):
         with torch.no_grad():
             x = self.g_x_(torch.randn(n, self.nz, generator=tg)).numpy().astype(float)
             m = self.g_m_(torch.randn(n, self.nz, generator=tg)).numpy().astype(float)
-        codes = np.zeros((n, len(schema.names)), dtype=np.int64)
-        values = {}
-        for j, b in enumerate(enc.blocks):
-            codes[:, j] = draw_rows(x[:, b.start:b.start + b.levels], rng)
-            if not b.categorical:
-                v = enc.unbin(j, codes[:, j], x[:, b.start + b.levels])
-                values[b.name] = np.floor(v) if schema[b.name].integer else v
+        codes, values = draw_encoded(x, enc, schema, rng)
         if self.keep_missing:
             missing = rng.random(m.shape) >= m
             codes[missing] = MISSING
