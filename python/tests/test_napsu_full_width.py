@@ -11,7 +11,8 @@ measure one study; the bench's JSON (its last line) also has each fit's seconds,
 does not assert (timings belong to benchmarks). About an hour on a 2-core Intel Xeon (2026-12-02,
 the chains split over two processes, napsu_sampling.CHAIN_PROCESSES: fits of 23,000–38,000
 gradients, 279–424 s each, 62 minutes in all), about twice that on an AMD EPYC (2026-12-02, second
-session: fits of 24,700–42,200 gradients, 432–837 s each). The memory asserted is the sampler's
+session: fits of 24,700–42,200 gradients, 432–837 s each), about 75 minutes on an AVX2 AMD EPYC
+(2026-12-04, each process drifting its own chains: 26,400–38,200 gradients, 357–590 s each). The memory asserted is the sampler's
 process's; its forked helper shares most of its pages (docs/napsu-measurements.md gives the
 helper's own).
 
@@ -20,7 +21,9 @@ Black), all ten mixed without a restart (R̂ ≤ 1.0097, least ESS 402.6), peak 
 (74b08ef, 2026-12-01) 89 of 90, R̂ ≤ 1.0099, least ESS 400.4. On 527a69d seed 6 had ended unmixed.
 On the AMD EPYC with its 8-row products as x @ M (b471301; other paths) seeds 1–10 covered
 89 of 90 (seed 3 missed race Black), all ten mixed without a restart, R̂ ≤ 1.0099, least ESS 407.3,
-peak 2.56 GB.
+peak 2.56 GB. On an AVX2 AMD EPYC (08ad125, 2026-12-04; seeds 1–10 run one at a time with
+``--reps 1 --seed0 s``) 87 of 90 (seed 2 missed race Amer-Indian-Eskimo, seeds 3 and 4 race Black),
+all ten mixed without a restart, R̂ ≤ 1.0100, least ESS 413.7, peak 2.33 GB.
 """
 from __future__ import annotations
 

@@ -14,7 +14,9 @@ they do. On an AMD EPYC the split gains only with 8-row products multiplied as x
 
 :class:`SplitDensity` forks the helper when it is made (the helper inherits the density as it is;
 a new density needs a new :class:`SplitDensity`), sends it the second half of each batch over a
-socket pair and computes the first half itself. The helper runs one torch thread and never
+socket pair and computes the first half itself. The sampler hands it a whole leapfrog drift and
+gradient (:class:`dpsynth.graphical.posterior.DriftThenGradient`), so each process also makes its own
+chains' velocity product and coordinate map. The helper runs one torch thread and never
 returns to the caller's code: it exits when the socket closes. Values are each row's own, but a
 batch of 8 rows may round a float32 product differently from one of 16, so a run split this way
 is the same sampler, not the same draws. Needs ``os.fork`` (Linux, macOS).
