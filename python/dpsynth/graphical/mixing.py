@@ -27,6 +27,7 @@ restarts where the others are: :func:`settled_chains` (by log density) and :func
 from __future__ import annotations
 
 import math
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -221,3 +222,46 @@ def moving_chains(accept_share: torch.Tensor) -> torch.Tensor:
     [True, False, True, False]
     """
     return _majority_or_all(accept_share >= STUCK_ACCEPT)
+
+
+# ---------------------------------------------------------------------- MCMC results
+class ChainSummary:
+    """Shared read-outs of an MCMC result (:class:`dpsynth.graphical.posterior.HMCResult`,
+    :class:`dpsynth.graphical.elliptical_slice.SliceResult`) with ``draws`` (chains, draws, dim) and ``seconds``:
+    per-parameter ``rhat`` and ``ess_bulk``, computed on first use (one shared rank transform) and
+    kept. NAPSU-MQ diagnoses the released cells instead and never reads them: computed eagerly
+    after each of a fit's runs they took ~2.5 of its ~110 s (Adult-10 with 20 % MCAR, profiled)."""
+
+    @property
+    def rhat(self) -> np.ndarray:
+        return self._rhat_and_ess[0]
+
+    @property
+    def ess_bulk(self) -> np.ndarray:
+        return self._rhat_and_ess[1]
+
+    @cached_property
+    def _rhat_and_ess(self) -> tuple[np.ndarray, np.ndarray]:
+        return rhat_and_ess(self.draws.detach().numpy())  # NaN with fewer than 4 draws
+
+    @property
+    def max_rhat(self) -> float:
+        return finite_extreme(np.max, self.rhat)
+
+    @property
+    def min_ess(self) -> float:
+        return finite_extreme(np.min, self.ess_bulk)
+
+    @property
+    def ess_per_second(self) -> float:
+        return self.min_ess / self.seconds
+
+    def flat(self) -> torch.Tensor:
+        return self.draws.reshape(-1, self.draws.shape[-1])
+
+
+def finite_extreme(fn, values) -> float:
+    """fn (np.max, np.min) of the finite ``values``; NaN where there are none."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return float(fn(v)) if v.size else float("nan")

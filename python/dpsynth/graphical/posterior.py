@@ -1,4 +1,5 @@
-"""Posterior approximations for smooth log-densities in torch: Laplace, HMC, elliptical slice.
+"""Posterior approximations for smooth log-densities in torch: Laplace, HMC (and, re-exported from
+:mod:`dpsynth.graphical.elliptical_slice`, elliptical slice sampling).
 
 - :func:`laplace_approximation`: mode by L-BFGS (strong-Wolfe line search), restarted from a
   perturbed start when it diverges (non-finite loss, loss rising by > 1e3) or fails to converge;
@@ -30,7 +31,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -39,7 +39,8 @@ import torch
 from .importance import PSIS_BOUNDED_RATIO, PSIS_MIN_DRAWS, psis_weights  # noqa: F401  (re-exported)
 from .metric import shrunk_covariance, velocity_metric
 from .mixing import ess_bulk, rhat_and_ess, split_rhat  # noqa: F401  (the diagnostics' home; re-exported)
-from .mixing import moving_chains, settled_chains
+from .mixing import ChainSummary, moving_chains, settled_chains
+from .elliptical_slice import SliceResult, elliptical_slice  # noqa: F401  (re-exported: its home before)
 from .split_chains import closes_own_helpers, split_density
 from .transport import MarginalMap
 
@@ -182,44 +183,9 @@ def _lbfgs(log_prob, start, max_iter, grad_tol):
     return x.detach().clone(), evals
 
 
-# ---------------------------------------------------------------------- MCMC results
-class _ChainSummary:
-    """Shared read-outs of an MCMC result with ``draws`` (chains, draws, dim) and ``seconds``:
-    per-parameter ``rhat`` and ``ess_bulk``, computed on first use (one shared rank transform) and
-    kept. NAPSU-MQ diagnoses the released cells instead and never reads them: computed eagerly
-    after each of a fit's runs they took ~2.5 of its ~110 s (Adult-10 with 20 % MCAR, profiled)."""
-
-    @property
-    def rhat(self) -> np.ndarray:
-        return self._rhat_and_ess[0]
-
-    @property
-    def ess_bulk(self) -> np.ndarray:
-        return self._rhat_and_ess[1]
-
-    @cached_property
-    def _rhat_and_ess(self) -> tuple[np.ndarray, np.ndarray]:
-        return rhat_and_ess(self.draws.detach().numpy())  # NaN with fewer than 4 draws
-
-    @property
-    def max_rhat(self) -> float:
-        return _finite_extreme(np.max, self.rhat)
-
-    @property
-    def min_ess(self) -> float:
-        return _finite_extreme(np.min, self.ess_bulk)
-
-    @property
-    def ess_per_second(self) -> float:
-        return self.min_ess / self.seconds
-
-    def flat(self) -> torch.Tensor:
-        return self.draws.reshape(-1, self.draws.shape[-1])
-
-
 # ---------------------------------------------------------------------- HMC
 @dataclass
-class HMCResult(_ChainSummary):
+class HMCResult(ChainSummary):
     draws: torch.Tensor          # (chains, draws, dim) in the original coordinates
     accept_rate: float
     step_size: float
@@ -569,74 +535,3 @@ def _mapped_value_and_grad(log_prob, tmap, z):
     lp, g = tmap.value_and_grad(log_prob.value_and_grad, z)
     g = torch.where(torch.isfinite(lp).unsqueeze(-1), torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0), 0.0)
     return lp, g
-
-
-# ---------------------------------------------------------------------- elliptical slice sampling
-@dataclass
-class SliceResult(_ChainSummary):
-    draws: torch.Tensor          # (chains, kept draws, dim) in the original coordinates
-    evaluations: int             # log-density evaluations (chain × proposal)
-    seconds: float
-
-
-def elliptical_slice(log_prob: Callable, mean: torch.Tensor, chol: torch.Tensor, *, chains: int = 20,
-                     warmup: int = 20, draws: int = 5, thin: int = 2, rng: np.random.Generator | None = None,
-                     init: torch.Tensor | None = None, batch: int = 64) -> SliceResult:
-    """Elliptical slice sampling (Murray, Adams & MacKay 2010) of exp(log_prob) written as
-    N(x; mean, LLᵀ) · L(x), L = exp(log_prob)/N(x; mean, LLᵀ): exact MCMC whose proposals are
-    ellipses of the Gaussian approximation (e.g. the Laplace approximation), so it needs no
-    gradients and no step size; where the approximation is good, almost every first proposal is
-    accepted, and where it overshoots (a density that falls off a cliff) the bracket shrinks.
-    ``chains`` chains advance together (one batched log-density call per shrinking round, in
-    chunks of ``batch``); after ``warmup`` iterations every ``thin``-th state is kept (``draws``
-    per chain). Chains start at ``init`` (chains × dim) or at the mean."""
-    t0 = time.perf_counter()
-    rng = rng if rng is not None else np.random.default_rng(0)
-    mean = torch.as_tensor(mean, dtype=DTYPE)
-    chol = torch.as_tensor(chol, dtype=DTYPE)
-    dim = mean.numel()
-
-    def log_lik(f):  # log L at x = mean + f (the Gaussian's own log-density added back)
-        z = torch.linalg.solve_triangular(chol, f.T, upper=False).T
-        with torch.no_grad():
-            lp = torch.cat([log_prob(mean + f[i:i + batch]) for i in range(0, f.shape[0], batch)])
-        out = lp + 0.5 * (z ** 2).sum(-1)
-        out[~torch.isfinite(out)] = -math.inf
-        return out
-
-    f = torch.zeros((chains, dim), dtype=DTYPE) if init is None else torch.as_tensor(init, dtype=DTYPE) - mean
-    cur = log_lik(f)
-    evals = chains
-    kept = []
-    for it in range(warmup + draws * thin):
-        nu = torch.as_tensor(rng.standard_normal((chains, dim)), dtype=DTYPE) @ chol.T
-        log_y = cur + torch.as_tensor(np.log(rng.random(chains)), dtype=DTYPE)
-        angle = torch.as_tensor(rng.uniform(0, 2 * math.pi, chains), dtype=DTYPE)
-        lo, hi = angle - 2 * math.pi, angle.clone()
-        todo = torch.ones(chains, dtype=torch.bool)
-        for _ in range(60):  # the bracket shrinks geometrically; 60 rounds ≈ machine precision
-            idx = torch.nonzero(todo).squeeze(-1)
-            prop = f[idx] * torch.cos(angle[idx])[:, None] + nu[idx] * torch.sin(angle[idx])[:, None]
-            ll = log_lik(prop)
-            evals += int(idx.numel())
-            ok = ll > log_y[idx]
-            acc = idx[ok]
-            f[acc], cur[acc] = prop[ok], ll[ok]
-            todo[acc] = False
-            rej = idx[~ok]
-            if rej.numel() == 0:
-                break
-            neg = angle[rej] < 0
-            lo[rej] = torch.where(neg, angle[rej], lo[rej])
-            hi[rej] = torch.where(neg, hi[rej], angle[rej])
-            angle[rej] = lo[rej] + (hi[rej] - lo[rej]) * torch.as_tensor(rng.random(rej.numel()), dtype=DTYPE)
-        if it >= warmup and (it - warmup) % thin == thin - 1:
-            kept.append((mean + f).clone())
-    return SliceResult(torch.stack(kept, dim=1), evals, time.perf_counter() - t0)
-
-
-# ---------------------------------------------------------------------- diagnostics (Vehtari et al. 2021)
-def _finite_extreme(fn, values) -> float:
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    return float(fn(v)) if v.size else float("nan")
