@@ -29,7 +29,8 @@ def mcar_tvd(adult_mcar_8000):
     """``mcar_tvd(methods, epsilon, delta, **sample)``: for each method, the 2-way TVD to the complete
     rows of one dataset from a fit (seed 1) on the MCAR rows of :func:`adult_mcar_8000` (dataset
     seed 2), after checking that the fit spent no more than ``epsilon``; {method: TVD}."""
-    from dpsynth import make_generator, metrics
+    from dpsynth import metrics
+    from dpsynth.generators import make_generator
 
     truth, mcar, schema, _ = adult_mcar_8000
 
