@@ -20,9 +20,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from .factor import DTYPE
 from .mixing import ChainSummary
-
-DTYPE = torch.float64
 
 
 @dataclass

@@ -320,25 +320,23 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
         return torch.as_tensor(rng.standard_normal(shape), dtype=DTYPE)
 
     guide = surrogate(tmap.forward(x).mean(0)) if surrogate is not None else log_prob
-    split = None
+    stepper, split = None, None
 
-    def new_split():
-        """A helper process for half of the chains, holding the guide, map and metric as they are now
-        (after each warm-up window: a new one)."""
-        nonlocal split
+    def new_stepper():
+        """The leapfrog drift and gradient with the guide, map and metric as they are now (after each
+        warm-up window: a new one), and its helper process for half of the chains where they are split."""
+        nonlocal stepper, split
         if split is not None:
             split.close()
-        split = split_density(DriftThenGradient(guide, tmap, metric_low)) \
-            if split_chains and chains > 1 and hasattr(guide, "value_and_grad") else None
+        stepper = DriftThenGradient(guide, tmap, metric_low)
+        split = split_density(stepper) if split_chains and chains > 1 and hasattr(guide, "value_and_grad") else None
 
-    new_split()
+    new_stepper()
 
     def drift_and_grad(zz, pp, ee):
         """(zz + ee·(pp @ metric), u = −log density there, ∇u); pp None: no drift."""
         if split is None:
-            if pp is not None:
-                zz = zz + ee * (pp.to(metric_low.dtype) @ metric_low).to(DTYPE)
-            lp, g = _mapped_value_and_grad(guide, tmap, zz)
+            zz, lp, g = stepper.drift_and_grad(zz, pp, ee)
         else:
             lp, out = split.value_and_grad(DriftThenGradient.pack(zz, pp, ee))
             zz, g = out[:, :dim], out[:, dim:]
@@ -455,8 +453,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
                     centre = torch.as_tensor(pooled.mean(0), dtype=DTYPE)
                     guide = surrogate(centre, torch.as_tensor(pooled, dtype=DTYPE)) if len(windows) == 1 \
                         else surrogate(centre)
-                if split is not None:  # the helper holds the old metric, map and surrogate
-                    new_split()
+                new_stepper()  # the metric, map and surrogate are new (so is the helper, where there is one)
                 if moved or surrogate is not None or fit_transform is not None:  # fresh energy
                     u, gx = u_and_grad(x)
                 windows.pop(0)
@@ -513,11 +510,16 @@ class DriftThenGradient:
         eps = torch.as_tensor(eps, dtype=DTYPE).expand(z.shape[0], 1)
         return torch.cat([z, p, eps], dim=-1)
 
+    def drift_and_grad(self, z: torch.Tensor, p: torch.Tensor | None, eps) -> tuple:
+        """(z', log density at z', its gradient) from unpacked z, p (None: no drift, z' = z) and ε."""
+        if p is not None:
+            z = z + eps * (p.to(self.metric_low.dtype) @ self.metric_low).to(DTYPE)
+        lp, g = _mapped_value_and_grad(self.log_prob, self.tmap, z)
+        return z, lp, g
+
     def value_and_grad(self, packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         d = self.dim
-        z, p, eps = packed[:, :d], packed[:, d:2 * d], packed[:, 2 * d:]
-        z = z + eps * (p.to(self.metric_low.dtype) @ self.metric_low).to(DTYPE)
-        lp, g = _mapped_value_and_grad(self.log_prob, self.tmap, z)
+        z, lp, g = self.drift_and_grad(packed[:, :d], packed[:, d:2 * d], packed[:, 2 * d:])
         return lp, torch.cat([z, g], dim=-1)
 
 
