@@ -471,6 +471,9 @@ def test_mixing_diagnostics_on_two_threads_equal_one():
     flat = x.reshape(-1, 150)[:, :20]
     np.testing.assert_array_equal(mixing.average_ranks(flat), rankdata(flat, axis=0))
     np.testing.assert_array_equal(mixing.average_ranks(np.round(flat)), rankdata(np.round(flat), axis=0))
+    mixed = np.column_stack([np.round(flat[:, :3]), flat[:, 3:6], np.full(len(flat), 2.0), np.abs(flat[:, 6:9] -
+                             np.median(flat[:, 6:9], axis=0))])  # tie groups beside tie-free columns
+    np.testing.assert_array_equal(mixing.average_ranks(mixed), rankdata(mixed, axis=0))
 
 
 def test_canonical_moments_match_the_clamped_moments_of_the_canonical_cells():
@@ -541,6 +544,9 @@ def test_icin_moments_match_enumeration_and_theta_is_identified(reference):
     jac = torch.autograd.functional.jacobian(model.canonical_means, theta)
     np.testing.assert_allclose(model.mean_jacobian(theta).numpy(), jac.numpy(), atol=1e-10)
     assert int(torch.linalg.matrix_rank(jac)) == model.D  # just-identified: θ ↔ released moments
+    clamped = model.clamped_calibration(theta)  # one calibration serves both: the same numbers
+    assert torch.equal(model.mean_jacobian(theta, clamped=clamped), model.mean_jacobian(theta))
+    assert all(torch.equal(u, v) for u, v in zip(model.canonical_moments(theta, clamped=clamped), (mu, second)))
 
 
 def test_icin_recovers_complete_data_under_mcar_in_overlapping_cliques():
@@ -1216,3 +1222,24 @@ def test_exact_evaluations_spread_over_threads_give_the_serial_values(monkeypatc
         assert torch.equal(threaded, serial)
         one_by_one = torch.stack([lik.log_posterior(x[i:i + 1].detach())[0] for i in range(67)])
         np.testing.assert_allclose(threaded.numpy(), one_by_one.numpy(), rtol=1e-10)
+
+
+def test_fisher_of_a_latent_model_calibrates_once_with_the_same_numbers(monkeypatch):
+    """NoiseAwareLikelihood.fisher collects the moments and J = ∂μ_D/∂θ of an IcinModel from one
+    clamped calibration: one call, and bitwise the F of two separate calibrations."""
+    from dpsynth.graphical.icin import IcinModel
+    from dpsynth.graphical.noise_aware import NoiseAwareLikelihood
+
+    rng = np.random.default_rng(5)
+    dom = Domain(["a", "b", "c"], [3, 4, 3])
+    model = IcinModel(dom, [("a", "b"), ("b", "c")], [("a", "b"), ("b", "c"), ("a",)], incomplete=["a", "b"])
+    lik = NoiseAwareLikelihood(model, _noisy_tables(model, rng, scale=60.0), [1.0] * 3, [0] * 3, 2.5)
+    assert lik.form == "reduced"
+    x = torch.as_tensor(rng.normal(0, 0.4, lik.dim))
+    prior = torch.full((lik.dim,), 0.16, dtype=torch.float64)
+    calibrate, calls = model._calibrate_flat, []
+    monkeypatch.setattr(model, "_calibrate_flat", lambda th, clamp: calls.append(clamp) or calibrate(th, clamp))
+    once = lik.fisher(x, prior)
+    assert calls == [True]
+    monkeypatch.setattr(model, "clamped_calibration", lambda th: None)  # each collect calibrates itself
+    assert torch.equal(lik.fisher(x, prior), once) and calls == [True, True, True]

@@ -2,7 +2,8 @@
 
 ``Domain(attrs, shape)`` is the set of joint configurations ∏_i {0, …, shape_i − 1}; a marginal
 table over a subset of attributes lives on ``domain.project(attrs)``. Attribute names are any
-hashable labels (column names in dpsynth). Domains are immutable and cheap to build.
+hashable labels (column names in dpsynth). Domains are immutable and cheap to build. Two helpers
+on sets of attributes live beside it: :func:`maximal_cliques` and :func:`cell_index`.
 
 Example
 -------
@@ -15,6 +16,8 @@ Domain(c: 4, a: 2)
 from __future__ import annotations
 
 from typing import Hashable, Iterable, Sequence
+
+import numpy as np
 
 
 class Domain:
@@ -89,3 +92,25 @@ class Domain:
 
     def __repr__(self) -> str:
         return "Domain(" + ", ".join(f"{a}: {s}" for a, s in zip(self.attrs, self.shape)) + ")"
+
+
+def maximal_cliques(cliques: Sequence[Sequence[Hashable]]) -> list[tuple]:
+    """The sets in ``cliques`` not contained in another one (first occurrence, order kept)."""
+    sets = [tuple(c) for c in cliques]
+    out = []
+    for i, c in enumerate(sets):
+        if any(set(c) < set(o) or (set(c) == set(o) and j < i) for j, o in enumerate(sets)):
+            continue
+        out.append(c)
+    return out
+
+
+def cell_index(cdom: Domain, attrs) -> tuple[np.ndarray, int]:
+    """Flat index, in the projection of ``cdom`` onto ``attrs`` (in attrs' order), of every cell of
+    ``cdom`` (C order), and the projection's size."""
+    grid = np.indices(cdom.shape).reshape(len(cdom), -1)
+    if not attrs:
+        return np.zeros(grid.shape[1], dtype=np.int64), 1
+    sub = [grid[cdom.attrs.index(a)] for a in attrs]
+    shape = [cdom.size(a) for a in attrs]
+    return np.ravel_multi_index(sub, shape), int(np.prod(shape))

@@ -156,9 +156,10 @@ class IcinModel(MaxEntModel):
         domain (:meth:`MaxEntModel.cell_map` of :attr:`observed`)."""
         return self.observed.cell_map()
 
-    def mean_jacobian(self, theta: torch.Tensor) -> torch.Tensor:
-        """∂μ_D/∂θ = Cov(a_D, b) (D, D), by clamping each statistic a_i and collecting the features."""
-        log_z, cond = self._flat_pass(theta, clamp=True, collect="features")
+    def mean_jacobian(self, theta: torch.Tensor, clamped: tuple | None = None) -> torch.Tensor:
+        """∂μ_D/∂θ = Cov(a_D, b) (D, D), by clamping each statistic a_i and collecting the features
+        (``clamped``: θ's clamped calibration, :meth:`MaxEntModel.clamped_calibration`, if at hand)."""
+        log_z, cond = self._flat_pass(theta, clamp=True, collect="features", clamped=clamped)
         p_a = torch.exp(log_z[..., 1:] - log_z[..., :1])
         return p_a.unsqueeze(-1) * (cond[..., 1:, :] - cond[..., :1, :])
 

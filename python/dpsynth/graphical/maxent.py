@@ -38,7 +38,7 @@ from typing import Hashable, Sequence
 import numpy as np
 import torch
 
-from .domain import Domain
+from .domain import Domain, cell_index, maximal_cliques  # noqa: F401 (re-exported)
 from .factor import DTYPE, Factor
 from .reference import check_reference
 from .junction_tree import JunctionTree
@@ -48,17 +48,6 @@ from .sparse_map import SparseMap
 #: log-weight that clamps a configuration away (exp(−1e4) = 0 in float64, yet finite, so that
 #: log-sum-exp gradients stay finite where a whole slice is clamped away)
 CLAMP = -1.0e4
-
-
-def maximal_cliques(cliques: Sequence[Sequence[Hashable]]) -> list[tuple]:
-    """The sets in ``cliques`` not contained in another one (first occurrence, order kept)."""
-    sets = [tuple(c) for c in cliques]
-    out = []
-    for i, c in enumerate(sets):
-        if any(set(c) < set(o) or (set(c) == set(o) and j < i) for j, o in enumerate(sets)):
-            continue
-        out.append(c)
-    return out
 
 
 def canonical_cells(domain: Domain, cliques: Sequence[Sequence[Hashable]],
@@ -92,17 +81,6 @@ def canonical_cells(domain: Domain, cliques: Sequence[Sequence[Hashable]],
                 keep |= nonzero[[c.index(a) for a in s]].all(axis=0)
         out.append(np.flatnonzero(keep))
     return out
-
-
-def cell_index(cdom: Domain, attrs) -> tuple[np.ndarray, int]:
-    """Flat index, in the projection of ``cdom`` onto ``attrs`` (in attrs' order), of every cell of
-    ``cdom`` (C order), and the projection's size."""
-    grid = np.indices(cdom.shape).reshape(len(cdom), -1)
-    if not attrs:
-        return np.zeros(grid.shape[1], dtype=np.int64), 1
-    sub = [grid[cdom.attrs.index(a)] for a in attrs]
-    shape = [cdom.size(a) for a in attrs]
-    return np.ravel_multi_index(sub, shape), int(np.prod(shape))
 
 
 class MaxEntModel:
@@ -310,13 +288,13 @@ class MaxEntModel:
         hit = idx[None, :] == np.asarray(cells)[:, None]
         return hit, hit
 
-    def canonical_moments(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def canonical_moments(self, theta: torch.Tensor, clamped: tuple | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(μ_D, M_D): means (…, D) and second moments (…, D, D) of the canonical statistics
         (Σ_D = ∇²A = M_D − μμᵀ), by clamping each canonical cell in a batched two-pass
         sum-product in *linear* space on flattened clique tables (:meth:`_flat_pass`). The same
         numbers as :meth:`moments` restricted to :attr:`canonical_index`, clamping D cells instead
-        of P, several times faster, and differentiable in θ."""
-        log_z, cond_can = self._flat_pass(theta, clamp=True)          # (…, D + 1), (…, D + 1, D)
+        of P, several times faster, and differentiable in θ (``clamped``: see :meth:`_flat_pass`)."""
+        log_z, cond_can = self._flat_pass(theta, clamp=True, clamped=clamped)  # (…, D + 1), (…, D + 1, D)
         mu = cond_can[..., 0, :]
         p_j = torch.exp(log_z[..., 1:] - log_z[..., :1])
         m2 = p_j.unsqueeze(-1) * cond_can[..., 1:, :]
@@ -379,12 +357,21 @@ class MaxEntModel:
             cache[key] = (SparseMap(torch.cat(cols), torch.cat(rows), (sum(widths), n_cells)), widths)
         return cache[key]
 
-    def _flat_pass(self, theta: torch.Tensor, clamp: bool, collect: str = "collect") -> tuple[torch.Tensor, torch.Tensor]:
-        """(log Z (…, R), P(canonical statistics | evidence) (…, R, D)) from
-        :meth:`_calibrate_flat`; ``collect`` names the plan's matrix from clique cells to the
-        events whose probabilities are returned."""
-        log_z, belief = self._calibrate_flat(theta, clamp)
-        return log_z, self._apply(torch.cat(belief, dim=0), collect, dim=0).movedim(0, -1)
+    def clamped_calibration(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log Z (…, D + 1), clique cells' beliefs (cells, …, D + 1)) of the clamped pass, from which
+        :meth:`canonical_moments` and a latent model's ``mean_jacobian`` both collect (one calibration)."""
+        log_z, belief = self._calibrate_flat(theta, True)
+        return log_z, torch.cat(belief, dim=0)
+
+    def _flat_pass(self, theta: torch.Tensor, clamp: bool, collect: str = "collect",
+                   clamped: tuple | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log Z (…, R), P(canonical statistics | evidence) (…, R, D)) from :meth:`_calibrate_flat`
+        (``clamped``: :meth:`clamped_calibration`, if at hand); ``collect`` names the plan's matrix
+        from clique cells to the events whose probabilities are returned."""
+        if clamped is None:
+            log_z, belief = self._calibrate_flat(theta, clamp)
+            clamped = log_z, torch.cat(belief, dim=0)
+        return clamped[0], self._apply(clamped[1], collect, dim=0).movedim(0, -1)
 
     def partition_and_means(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(A(θ) (…), μ_D (…, D)) from one unclamped pass (:meth:`_level_pass`): the value and gradient of

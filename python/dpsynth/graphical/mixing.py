@@ -49,23 +49,29 @@ def _split(x: np.ndarray) -> np.ndarray:
 def average_ranks(x: np.ndarray) -> np.ndarray:
     """Ranks 1…S of each column of x (S, k), ties given their average rank: scipy's
     ``rankdata(method="average", axis=0)`` from one sort per column (scipy's took 1.25 s on
-    12,800 × 550 draws here, this 0.25 s)."""
+    12,800 × 550 draws here, this 0.25 s). Every rank is first set to its position in the sort;
+    only the entries of tie groups (few: the folded draws |x − median| of an even count tie the
+    two middle ones in every column) are then given their group's average, so a tie costs what
+    it touches, not a pass over all columns."""
     rows = np.ascontiguousarray(np.asarray(x, dtype=float).T)      # (k, S): sort along contiguous rows
     size = rows.shape[1]
     order = np.argsort(rows, axis=1)
     ordered = np.take_along_axis(rows, order, axis=1)
-    pos = np.broadcast_to(np.arange(size, dtype=float), rows.shape)
-    first = np.ones(rows.shape, dtype=bool)
-    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]        # a tie group starts here
     ranks = np.empty(rows.shape)
-    if first.all():  # no ties (continuous draws): the rank is the position in the sort
-        np.put_along_axis(ranks, order, pos + 1.0, axis=1)
+    np.put_along_axis(ranks, order, np.broadcast_to(np.arange(1.0, size + 1.0), rows.shape), axis=1)
+    tie = np.zeros(rows.shape, dtype=bool)
+    tie[:, 1:] = ordered[:, 1:] == ordered[:, :-1]          # equal to the one before: inside a group
+    if not tie.any():  # no ties (continuous draws): the rank is the position in the sort
         return ranks.T
-    last = np.ones(rows.shape, dtype=bool)
-    last[:, :-1] = first[:, 1:]                             # … and ends here
-    start = np.maximum.accumulate(np.where(first, pos, 0.0), axis=1)
-    end = np.minimum.accumulate(np.where(last, pos, size)[:, ::-1], axis=1)[:, ::-1]
-    np.put_along_axis(ranks, order, 0.5 * (start + end) + 1.0, axis=1)
+    grouped = tie.copy()
+    grouped[:, :-1] |= tie[:, 1:]                           # … or the first of a group
+    row, pos = np.nonzero(grouped)                          # row-major: each group's entries in order
+    entries = np.arange(row.size)
+    starts = np.maximum.accumulate(np.where(~tie[row, pos], entries, 0))
+    ends_here = np.ones(row.size, dtype=bool)
+    ends_here[:-1] = ~tie[row[1:], pos[1:]] | (row[1:] != row[:-1])
+    ends = np.minimum.accumulate(np.where(ends_here, entries, row.size)[::-1])[::-1]
+    ranks[row, order[row, pos]] = 0.5 * (pos[starts] + pos[ends]).astype(float) + 1.0
     return ranks.T
 
 
