@@ -29,7 +29,7 @@ import torch
 
 from ..graphical.chunks import map_chunks
 from ..graphical.metric import shrunk_covariance
-from ..graphical.mixing import format_rhat
+from ..graphical.mixing import finite_extreme, format_rhat
 from ..graphical.noise_aware import fit_draws
 from ..graphical.posterior import (PosteriorNotMixedWarning, ess_bulk, hmc, last_window_iterations, psis_weights,
                                    rhat_and_ess)
@@ -258,12 +258,6 @@ class PosteriorNotMixedError(RuntimeError):
     """Raised instead of the warning with ``on_not_mixed="raise"``."""
 
 
-def nan_extreme(fn, values) -> float:
-    """fn of the finite values, NaN when there are none."""
-    finite = [float(v) for v in values if np.isfinite(v)]
-    return fn(finite) if finite else float("nan")
-
-
 class PosteriorSampling:
     """Posterior draws of NAPSU-MQ's θ and their diagnostics (module docstring)."""
 
@@ -442,8 +436,8 @@ class PosteriorSampling:
         thin = max(1, math.ceil(draws.shape[1] / DIAGNOSTIC_DRAWS))
         rhat, ess = rhat_and_ess(self._cell_probs(draws[:, thin - 1::thin]) if probs is None
                                  else probs[:, thin - 1::thin])
-        return {"rhat_max_cells": nan_extreme(max, np.atleast_1d(rhat)),
-                "ess_bulk_min_cells": nan_extreme(min, np.atleast_1d(ess))}
+        return {"rhat_max_cells": finite_extreme(np.max, np.atleast_1d(rhat)),
+                "ess_bulk_min_cells": finite_extreme(np.min, np.atleast_1d(ess))}
 
     def _importance_diagnostics(self, draws: torch.Tensor, lik, proposal, log_ratios: torch.Tensor,
                                 probs: np.ndarray) -> dict:
@@ -484,7 +478,7 @@ class PosteriorSampling:
     def _weighted(self, kept: torch.Tensor, log_ratio: torch.Tensor, probs: np.ndarray) -> dict:
         """PSIS weights of the draws ``kept`` (chains, draws, dim) from their log ratios, and the
         diagnostics of :meth:`_importance_diagnostics` (``probs``: the kept draws' cell probabilities)."""
-        ess_kept = nan_extreme(min, np.atleast_1d(ess_bulk(probs)))
+        ess_kept = finite_extreme(np.min, np.atleast_1d(ess_bulk(probs)))
         r_eff = ess_kept / log_ratio.numel() if np.isfinite(ess_kept) else 1.0
         w, khat, eff = psis_weights(log_ratio.reshape(-1).numpy(), r_eff=min(max(r_eff, 0.05), 1.0))
         return {"weights": w, "kept": kept, "pareto_k": khat, "importance_efficiency": eff,
