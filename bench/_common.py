@@ -38,9 +38,9 @@ def add_selection_penalty(ap: argparse.ArgumentParser) -> None:
 
 
 def add_reference(ap: argparse.ArgumentParser) -> None:
-    """``--reference first|largest``: NAPSU-MQ's ``reference`` (θ's reference levels) set
+    """``--reference auto|first|largest``: NAPSU-MQ's ``reference`` (θ's reference levels) set
     explicitly; absent: the generator's default. Read back by :func:`napsu_options`."""
-    ap.add_argument("--reference", choices=["first", "largest"], default=None,
+    ap.add_argument("--reference", choices=["auto", "first", "largest"], default=None,
                     help="NAPSU-MQ(reference=...): level 0 or each column's largest released level")
 
 

@@ -28,7 +28,7 @@ adult.names): at 15 columns NAPSU-MQ models 14 and writes ``education`` after sa
   so that studies run in pieces (``--seed0``) can be pooled. R̂ ≤ 1.01, a maximum over the 1,391
   released cells, has needed a least ESS of the chains of ~1,100–1,400: the path shows it.
 
-Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0] [--chain-processes 1|2] [--[no-]selection-penalty] [--reference first|largest]
+Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0] [--chain-processes 1|2] [--[no-]selection-penalty] [--reference auto|first|largest]
 Prints progress on stderr and one JSON object on the last line of stdout.
 """
 from __future__ import annotations

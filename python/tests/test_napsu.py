@@ -12,6 +12,7 @@ import torch
 import dpsynth
 from dpsynth.marginals.measure import measure_marginals
 from dpsynth.marginals.mst import mst_select, noise_penalty, pair_scores
+from dpsynth.generators import napsu
 from dpsynth.generators.napsu import NAPSUMQ, adult_reduced
 from dpsynth.graphical import Domain
 from dpsynth.schema import cast_to_schema
@@ -451,7 +452,8 @@ def test_auto_mode_follows_the_public_declaration_never_the_rows():
 def test_reference_levels_are_the_largest_released_observed_levels(monkeypatch):
     """``reference="largest"``: θ's reference levels come from the noisy released tables
     (post-processing), each column's largest level, never an incomplete column's "missing" under
-    MAR; the default ``"first"``: level 0."""
+    MAR; the default ``"auto"``: level 0 below REFERENCE_LARGEST_MIN_DIM parameters, the largest
+    levels from there."""
     from dpsynth.graphical.reference import largest_levels
 
     def likelihood_only(self, measurements, source):
@@ -470,7 +472,11 @@ def test_reference_levels_are_the_largest_released_observed_levels(monkeypatch):
     assert model.reference == largest_levels(gen.domain_, [m.attrs], [m.noisy], last_excluded=["x2"])
     assert largest_levels(gen.domain_, [m.attrs], [m.noisy])["x2"] == 2  # "missing" holds the most
     gen = NAPSUMQ(3.0, 1e-6, queries=TOY_QUERY, missing="mar", incomplete=["x2"]).fit(df, TOY_SCHEMA, seed=1)
-    assert set(gen.test_lik_.model.reference.values()) == {0}  # the default, "first"
+    assert set(gen.test_lik_.model.reference.values()) == {0}  # the default, "auto": level 0 below its width
+    assert gen.test_lik_.model.D < napsu.REFERENCE_LARGEST_MIN_DIM
+    monkeypatch.setattr(napsu, "REFERENCE_LARGEST_MIN_DIM", gen.test_lik_.model.D)  # … and the largest from it
+    gen = NAPSUMQ(3.0, 1e-6, queries=TOY_QUERY, missing="mar", incomplete=["x2"]).fit(df, TOY_SCHEMA, seed=1)
+    assert gen.test_lik_.model.reference == model.reference
 
 
 def test_missing_as_level_carries_the_pattern():

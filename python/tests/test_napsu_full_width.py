@@ -23,7 +23,10 @@ On the AMD EPYC with its 8-row products as x @ M (b471301; other paths) seeds 1�
 89 of 90 (seed 3 missed race Black), all ten mixed without a restart, R̂ ≤ 1.0099, least ESS 407.3,
 peak 2.56 GB. On an AVX2 AMD EPYC (08ad125, 2026-12-04; seeds 1–10 run one at a time with
 ``--reps 1 --seed0 s``) 87 of 90 (seed 2 missed race Amer-Indian-Eskimo, seeds 3 and 4 race Black),
-all ten mixed without a restart, R̂ ≤ 1.0100, least ESS 413.7, peak 2.33 GB.
+all ten mixed without a restart, R̂ ≤ 1.0100, least ESS 413.7, peak 2.33 GB. With the default
+``reference="auto"`` (the largest released levels at this width; 330213d + the change, 2026-12-04,
+one ``--reps 10`` run, 63 minutes) 85 of 90 (seed 4 missed three, seeds 3 and 7 one each), all ten
+mixed (seed 10 after a restart), R̂ ≤ 1.0100, least ESS 428.4, peak 2.55 GB.
 """
 from __future__ import annotations
 

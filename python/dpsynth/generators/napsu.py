@@ -127,7 +127,7 @@ import warnings
 import numpy as np
 import torch
 
-from ..graphical import Domain, MaxEntModel, maximal_cliques
+from ..graphical import Domain, MaxEntModel, canonical_cells, maximal_cliques
 from ..graphical.reference import largest_levels
 from ..graphical.icin import IcinModel
 from ..graphical.noise_aware import MODE_TOL as TIGHT_MODE_TOL, NoiseAwareLikelihood, count_groups
@@ -157,9 +157,13 @@ MISSING_MODES = ("auto", "available-case", "level", "mar")
 AIM_MODEL_CELLS = 3000
 SELECTIONS = ("mst", "aim")  # private query selection: MST's tree or AIM's adaptive rounds
 PRIOR_SD = 2.5
-#: reference levels of θ's canonical coordinates (the ``reference`` option)
-REFERENCES = ("first", "largest")
-REFERENCE = "first"
+#: reference levels of θ's canonical coordinates (the ``reference`` option; ``"auto"``: by width)
+REFERENCES = ("auto", "first", "largest")
+REFERENCE = "auto"
+#: ... from this width: the bundled Adult at 15 columns (D = 1,026), seed 6, 38,233 gradients with
+#: level 0 against 19,811 with the largest levels (docs/napsu-measurements.md, "Session of
+#: 2026-12-04, second"); Adult-10 (D = 300–550) keeps level 0, the coding its studies measured
+REFERENCE_LARGEST_MIN_DIM = 800
 #: per-table ρ of the analyses' tables relative to the other measured tables. On Adult-10 at ε = 1
 #: (bench/napsu_validity.py, 20 repeats, same seeds) 1 gave pooled intervals of the named regression
 #: a median 1.62× the real-data ones, 2 gave 1.49× (3: 1.43× over 12 repeats), coverage 0.99 for 1
@@ -198,14 +202,15 @@ class NAPSUMQ(PosteriorSampling, Generator):
     prior_sd : sd of the N(0, prior_sd²) prior on θ (default 2.5; paper: 10).
     reference : the reference level of each column in θ's canonical coordinates (each θ is a
         cell's log odds ratio against its columns' reference levels, and the prior shrinks
-        towards them): ``"first"`` (default: level 0, the paper's "arbitrary" choice, Räisä et
-        al. 2023, Supp. C) or ``"largest"`` (the level with the largest released count:
-        post-processing of the noisy tables; never an incomplete column's "missing";
-        :func:`dpsynth.graphical.reference.largest_levels`). A rare reference level (the bundled
-        Adult's education-num 1: 0.16 % of rows) puts its cells' noise into every coordinate of
-        its tables. ``"largest"`` is not the default: the prior then means something else, no
-        coverage study has been run with it, and on the bundled Adult's 15 columns a whole fit
-        with it needed as many gradients as with ``"first"`` (docs/napsu-measurements.md).
+        towards them): ``"first"`` (level 0, the paper's "arbitrary" choice, Räisä et al. 2023,
+        Supp. C), ``"largest"`` (the level with the largest released count: post-processing of
+        the noisy tables; never an incomplete column's "missing";
+        :func:`dpsynth.graphical.reference.largest_levels`) or ``"auto"`` (default: ``"largest"``
+        for models of at least :data:`REFERENCE_LARGEST_MIN_DIM` parameters, ``"first"`` below).
+        A rare reference level (the bundled Adult's education-num 1: 0.16 % of rows) puts its
+        cells' noise into every coordinate of its tables, and the chains mix slowly there; the
+        choice changes the coordinates and what the prior shrinks towards, not the family.
+        ``diagnostics_["reference_levels"]`` says which levels a fit used.
     missing : ``"auto"`` (default: ``"mar"`` on the columns declared incomplete, see the module
         docstring), ``"mar"`` (completed datasets, valid under MAR), ``"available-case"`` (valid
         under MCAR) or ``"level"`` (missing as an extra level, kept in the output).
@@ -498,8 +503,11 @@ class NAPSUMQ(PosteriorSampling, Generator):
         tables = [m.attrs for m in measurements]
         cliques = [m.attrs for m in measurements if not any(set(m.attrs) < set(o) for o in tables)]
         latent = self.missing_mode_ == "mar" and bool(self.level_columns_)
+
+        choice = getattr(self, "reference", "first")  # fits saved before the option: level 0
+        dim = sum(len(c) for c in canonical_cells(self.domain_, maximal_cliques(cliques)))  # D, whatever the references
         reference = None
-        if getattr(self, "reference", "first") == "largest":  # fits saved before the option: level 0
+        if choice == "largest" or (choice == "auto" and dim >= REFERENCE_LARGEST_MIN_DIM):
             reference = largest_levels(self.domain_, tables, [m.noisy for m in measurements],
                                        last_excluded=self.level_columns_ if latent else ())
         if latent:
