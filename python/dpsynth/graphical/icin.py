@@ -159,7 +159,7 @@ class IcinModel(MaxEntModel):
     def mean_jacobian(self, theta: torch.Tensor, clamped: tuple | None = None) -> torch.Tensor:
         """∂μ_D/∂θ = Cov(a_D, b) (D, D), by clamping each statistic a_i and collecting the features
         (``clamped``: θ's clamped calibration, :meth:`MaxEntModel.clamped_calibration`, if at hand)."""
-        log_z, cond = self._flat_pass(theta, clamp=True, collect="features", clamped=clamped)
+        log_z, cond = self._flat_pass(theta, collect="features", clamped=clamped)
         p_a = torch.exp(log_z[..., 1:] - log_z[..., :1])
         return p_a.unsqueeze(-1) * (cond[..., 1:, :] - cond[..., :1, :])
 

@@ -294,7 +294,7 @@ class MaxEntModel:
         sum-product in *linear* space on flattened clique tables (:meth:`_flat_pass`). The same
         numbers as :meth:`moments` restricted to :attr:`canonical_index`, clamping D cells instead
         of P, several times faster, and differentiable in θ (``clamped``: see :meth:`_flat_pass`)."""
-        log_z, cond_can = self._flat_pass(theta, clamp=True, clamped=clamped)  # (…, D + 1), (…, D + 1, D)
+        log_z, cond_can = self._flat_pass(theta, clamped=clamped)  # (…, D + 1), (…, D + 1, D)
         mu = cond_can[..., 0, :]
         p_j = torch.exp(log_z[..., 1:] - log_z[..., :1])
         m2 = p_j.unsqueeze(-1) * cond_can[..., 1:, :]
@@ -363,15 +363,13 @@ class MaxEntModel:
         log_z, belief = self._calibrate_flat(theta, True)
         return log_z, torch.cat(belief, dim=0)
 
-    def _flat_pass(self, theta: torch.Tensor, clamp: bool, collect: str = "collect",
+    def _flat_pass(self, theta: torch.Tensor, collect: str = "collect",
                    clamped: tuple | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(log Z (…, R), P(canonical statistics | evidence) (…, R, D)) from :meth:`_calibrate_flat`
-        (``clamped``: :meth:`clamped_calibration`, if at hand); ``collect`` names the plan's matrix
-        from clique cells to the events whose probabilities are returned."""
-        if clamped is None:
-            log_z, belief = self._calibrate_flat(theta, clamp)
-            clamped = log_z, torch.cat(belief, dim=0)
-        return clamped[0], self._apply(clamped[1], collect, dim=0).movedim(0, -1)
+        """(log Z (…, D + 1), P(canonical statistics | evidence) (…, D + 1, D)) from θ's
+        :meth:`clamped_calibration` (``clamped``: that calibration, if at hand); ``collect`` names
+        the plan's matrix from clique cells to the events whose probabilities are returned."""
+        log_z, cells = clamped if clamped is not None else self.clamped_calibration(theta)
+        return log_z, self._apply(cells, collect, dim=0).movedim(0, -1)
 
     def partition_and_means(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(A(θ) (…), μ_D (…, D)) from one unclamped pass (:meth:`_level_pass`): the value and gradient of
