@@ -142,7 +142,9 @@ def one_fit(df, schema, cols, seed, **options):
 def sampler_summary(d: dict) -> dict:
     """A fit's sampler figures from its ``diagnostics_``: R̂ and least ESS of the released cells
     (after importance weighting, and of the chains before it), the R̂ / ESS at every check
-    (``mixing_path``: draws per chain, R̂, ESS), cost and ESS per second.
+    (``mixing_path``: draws per chain, R̂, ESS), cost (gradients; seconds of the fit and of its
+    chains) and ESS per second, and the first run's adapted step size, acceptance rate, leapfrog
+    steps per draw, warm-up restarts of stray chains and divergences (the last run's step too).
 
     >>> sampler_summary({"rhat_max_cells": 1.00912, "mixing_path": [(200, 1.04351, 263.4)]})["mixing_path"]
     [[200, 1.0435, 263]]
@@ -156,7 +158,10 @@ def sampler_summary(d: dict) -> dict:
             "importance_efficiency": num("importance_efficiency", 4), "pareto_k": num("pareto_k", 3),
             "mixed": bool(d.get("mixed", False)), "restarts": d.get("restarts"),
             "draws_per_chain": d.get("draws_per_chain"), "gradient_evaluations": d.get("gradient_evaluations"),
-            "mcmc_seconds": num("mcmc_seconds", 1),
+            "mcmc_seconds": num("mcmc_seconds", 1), "fit_seconds": num("fit_seconds", 1),
+            "step_size": num("step_size", 4), "step_size_last": num("step_size_last", 4),
+            "accept_rate": num("accept_rate", 3), "n_leapfrog": num("n_leapfrog", 1),
+            "warmup_restarts": d.get("warmup_restarts"), "divergences": d.get("divergences"),
             "ess_per_second": round(d.get("ess_bulk_min_cells", np.nan) / d.get("mcmc_seconds", np.nan), 3),
             "mixing_path": [[int(n), round(float(r), 4), round(float(e)) if np.isfinite(e) else None]
                             for n, r, e in d.get("mixing_path", [])]}

@@ -528,7 +528,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
         model = lik.model
         rng = source.spawn()
         by_attrs = {m.attrs: m.noisy for m in measurements}
-        x0, fisher = lik.mode(lik.initial_point([by_attrs[c] for c in model.cliques]), tol=MODE_TOL.get(self.inference_, TIGHT_MODE_TOL))
+        x0, fisher = self._mode(lik, lik.initial_point([by_attrs[c] for c in model.cliques]), MODE_TOL.get(self.inference_, TIGHT_MODE_TOL))
         self.model_, self.likelihood_, self.measurements_ = model, lik, measurements
         self.diagnostics_ = {"D": model.D, "P": model.P, "tables": len(model.tables), "cliques": len(model.cliques),
                              "junction_tree_cells": model.jt.size(), "likelihood_form": lik.form,

@@ -10,7 +10,8 @@ is beyond the leapfrog's stable range still moves: :data:`dpsynth.graphical.post
 large models half of each batch of chains is differentiated in a forked helper process,
 :data:`CHAIN_PROCESSES`), extends the run
 while the released cells' split R̂ / bulk ESS miss their targets (a run still unmixed after
-:data:`RESTART_AFTER` extensions, its R̂ stalled, adapts afresh once, ``diagnostics_["restarts"]``;
+:data:`RESTART_AFTER` extensions, its R̂ stalled, or a large model's run far from mixed after its
+first extension (:func:`far_from_mixed`), adapts afresh once, ``diagnostics_["restarts"]``;
 every check's R̂ and ESS: ``diagnostics_["mixing_path"]``), reweights the draws to the exact
 posterior by Pareto-smoothed importance sampling (Vehtari et al. 2024), and hands m posterior draws
 to the sampler of synthetic rows. It reads the generator's options (``inference``, ``mcmc_*``,
@@ -27,7 +28,7 @@ import warnings
 import numpy as np
 import torch
 
-from ..graphical.chunks import map_chunks
+from ..graphical.chunks import cores, map_chunks, torch_threads
 from ..graphical.metric import shrunk_covariance
 from ..graphical.mixing import finite_extreme, format_rhat
 from ..graphical.noise_aware import fit_draws
@@ -73,6 +74,22 @@ CHAIN_PROCESSES = 2 if sys.platform.startswith("linux") and (os.cpu_count() or 1
 #: dense D × D matrices) is what two processes share; smaller ones (Adult-10: 300–550) keep one
 #: process, the paths their coverage studies measured
 SPLIT_MIN_DIM = 800
+
+
+def mode_threads(dim: int) -> int:
+    """torch threads for the mode search (Fisher scoring) of a model of ``dim`` parameters: the
+    machine's cores (:func:`dpsynth.graphical.chunks.cores`) where the chains are split over two
+    processes (:data:`CHAIN_PROCESSES`, :data:`SPLIT_MIN_DIM`), else one. Before the chains start
+    the second core is idle, and a Fisher information's work is a few large calibrations, solves
+    and products, which two threads share well. The bundled Adult at 15 columns, seed 9, alone
+    (2026-12-04): the mode search took 12.3 s on two threads against 19.5 s on one (27 Fisher
+    informations, 0.30 against 0.53 s each), the same mode to 7e-10 in the Fisher metric. The
+    starting point's L-BFGS (many small operations) stays on one: 5.8 s on two against 0.6 s.
+
+    >>> mode_threads(421)
+    1
+    """
+    return cores() if CHAIN_PROCESSES > 1 and dim >= SPLIT_MIN_DIM else 1
 
 
 def stalled(rhats, checks: int | None = None, ratio: float | None = None, floor: float = 1.0) -> bool:
@@ -194,6 +211,31 @@ RESTART_AFTER = 4
 #: margin (rhat_target − 1): near its target R̂ hovers (the bundled 10 columns, seed 1: 1.0102,
 #: 1.0101, 1.0101 after 900–1,100 draws, mixed at 1,200), which is no reason to start again
 STALL_CHECKS, STALL_RATIO, STALL_ABOVE = 4, 0.9, 2.0
+#: a large model's run (at least :data:`SPLIT_MIN_DIM` parameters) also starts again once, at any
+#: check from the first extension on, when its R̂ says it is far from mixed: :func:`draws_to_target`
+#: above EARLY_RESTART_DRAWS per chain, ten times the first run and twice what a fresh warm-up and a
+#: typical run cost. The bundled Adult at 15 columns (study of 2026-12-04, seeds 1–10): seed 10 sat
+#: at R̂ 1.147 / 1.108 after 200 / 300 draws per chain (~3,000 draws to go by that guide), its R̂ − 1
+#: falling as slowly as 1 / draws all the way, until the stall rule restarted it after 1,300 draws
+#: (46,089 gradients, 632.9 s; after the restart it mixed in 500 draws), while the nine others' guide
+#: never exceeded 1,060 draws at any check from the second on (their R̂ 1.03 or less after 300 draws)
+EARLY_RESTART_DRAWS = 2000
+
+
+def far_from_mixed(dim: int, path: list, target: float) -> bool:
+    """Whether a run of a model of ``dim`` parameters, whose checks so far are ``path`` (draws per
+    chain, R̂, ESS), should start again now (:data:`EARLY_RESTART_DRAWS`): a large model, after its
+    first extension, R̂ still a guide of more than EARLY_RESTART_DRAWS draws per chain away.
+
+    >>> far_from_mixed(1027, [(200, 1.147, 76), (300, 1.108, 97)], 1.01)
+    True
+    >>> far_from_mixed(1027, [(200, 1.050, 210), (300, 1.033, 395)], 1.01), far_from_mixed(421, [(200, 1.147, 76), (300, 1.108, 97)], 1.01)
+    (False, False)
+    """
+    if dim < SPLIT_MIN_DIM or len(path) < 2:
+        return False
+    need = draws_to_target(path[-1][0], path[-1][1], target)
+    return need is not None and need > EARLY_RESTART_DRAWS
 #: the first draws after warm-up can still be a transient (chains travelling from their starts near
 #: the mode): under ``missing="mar"``, a check whose draws miss R̂ is made again on the draws after
 #: the first :func:`transient_start` of them, and the fit stops when either set meets the targets,
@@ -260,6 +302,12 @@ class PosteriorNotMixedError(RuntimeError):
 
 class PosteriorSampling:
     """Posterior draws of NAPSU-MQ's θ and their diagnostics (module docstring)."""
+
+    def _mode(self, lik, start: torch.Tensor, tol: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the posterior mode, the Fisher information there) by ``lik.mode`` from ``start``, on
+        :func:`mode_threads` torch threads."""
+        with torch_threads(mode_threads(lik.dim)):
+            return lik.mode(start, tol=tol)
 
     def _run_hmc(self, lik, x0, cov0, rng):
         """Dispersed starts N(mode, INIT_SCALE² F⁻¹), adapted dense-metric HMC, and up to
@@ -353,10 +401,11 @@ class PosteriorSampling:
             # the metric from every draw so far: warm-up's last window saw fewer, less mixed draws
             flat = draws.reshape(-1, lik.dim)
             flat = flat[::math.ceil(flat.shape[0] / METRIC_DRAWS)]
-            if RESTART_AFTER is not None and extended >= RESTART_AFTER and not restarts and \
-                    stalled([rhat for _, rhat, _ in path], floor=1.0 + STALL_ABOVE * (self.rhat_target - 1.0)):
-                # slow to mix after RESTART_AFTER extensions and no longer improving: adapt afresh,
-                # keep only the new run's draws
+            if RESTART_AFTER is not None and not restarts and (far_from_mixed(lik.dim, path, self.rhat_target) or (
+                    extended >= RESTART_AFTER and
+                    stalled([rhat for _, rhat, _ in path], floor=1.0 + STALL_ABOVE * (self.rhat_target - 1.0)))):
+                # slow to mix after RESTART_AFTER extensions and no longer improving (or, for a large
+                # model, far from mixed after its first extension): adapt afresh, keep only the new run's draws
                 # (the restart counts as one of the MAX_EXTENSIONS)
                 res, draws, guide = adapted_run(draws[:, -1], metric_of(flat))
                 last = res
