@@ -319,6 +319,23 @@ def test_fit_marginal_map_finds_the_skew_and_leaves_gaussian_coordinates_alone()
     assert np.abs(skew(x[:, :2])).min() > 1.0 and np.abs(skew(z)).max() < 0.3
 
 
+def test_the_map_fits_asinh_is_torchs_to_rounding_and_its_derivative_exact():
+    """The sinh–arcsinh fit's asinh (log1p form, log 2|y| far out) is torch.asinh to a few ulps from
+    1e-300 to 1e300 (no overflow of y²), and its backward is 1/√(1 + y²)."""
+    from dpsynth.graphical.transport import _Asinh
+
+    mags = torch.logspace(-300, 300, 6001, dtype=torch.float64)
+    y = torch.cat([mags, -mags, torch.zeros(1, dtype=torch.float64),
+                   torch.as_tensor(np.random.default_rng(0).normal(0, 10, 2000))]).requires_grad_(True)
+    value = _Asinh.apply(y)
+    exact = torch.asinh(y.detach())
+    assert float(((value.detach() - exact).abs() / exact.abs().clamp(min=1e-300)).max()) < 1e-15
+    (grad,) = torch.autograd.grad(value.sum(), y)
+    expected = 1.0 / torch.sqrt(1.0 + y.detach() ** 2)
+    assert bool(torch.isfinite(grad).all())
+    np.testing.assert_allclose(grad.numpy(), expected.numpy(), rtol=1e-15, atol=0)
+
+
 def test_fit_marginal_map_runs_on_the_callers_torch_threads(monkeypatch):
     """The map's fit leaves torch's thread count alone: inside a NAPSU-MQ fit that is one thread.
     Two intra-op threads made it several times slower whenever the other core was busy (beside a
@@ -612,6 +629,27 @@ def test_gaussian_tree_equals_the_dense_likelihood_over_all_cells():
     (g_tree,) = torch.autograd.grad(tree.log_likelihood(xr[:dense.D], dense.counts(xr)[0]), xr)
     (g_dense,) = torch.autograd.grad(dense.log_likelihood(xr), xr)
     np.testing.assert_allclose(g_tree.numpy(), g_dense.numpy(), rtol=1e-7, atol=1e-7)
+
+
+def test_gaussian_tree_applies_a_fixed_omega_by_its_tables():
+    """A group of rows holding a table and margins folded into it (no child's message) applies Ω
+    as Σ w FᵀF x, the dense product's value; a diagonal group and one with a child keep theirs."""
+    from dpsynth.graphical.gaussian_tree import GaussianTree
+
+    rng = np.random.default_rng(4)
+    kinds, rows = set(), []
+    for dom, cliques, tables in ((Domain(["a", "b"], [3, 4]), [("a", "b")], [("a", "b"), ("a",), ("b",)]),
+                                 (Domain(["a", "b", "c"], [3, 4, 2]), [("a", "b"), ("b", "c")],
+                                  [("a", "b"), ("a",), ("b", "c"), ("c",)])):
+        model = MaxEntModel(dom, cliques, tables)
+        rows += GaussianTree(model, _noisy_tables(model, rng), [2.0, 1.0, 3.0, 2.0][:len(tables)]).rows
+    for groups in rows:
+        for g in groups:
+            x = torch.as_tensor(rng.normal(size=(2, g.size, 5)))
+            block = g.diagonal if g.diagonal is not None else g.omega.expand(2, -1, -1)
+            kinds.add("diagonal" if g.diagonal is not None else "child" if g.children else "tables")
+            np.testing.assert_allclose(g.omega_times(block, x).numpy(), (g.omega @ x).numpy(), rtol=1e-12, atol=1e-12)
+    assert "tables" in kinds  # the folded margins take the structured product
 
 
 def test_gaussian_tree_of_the_icin_model_matches_the_reduced_form_up_to_a_constant():

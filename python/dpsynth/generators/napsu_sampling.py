@@ -211,7 +211,7 @@ RESTART_AFTER = 4
 #: margin (rhat_target − 1): near its target R̂ hovers (the bundled 10 columns, seed 1: 1.0102,
 #: 1.0101, 1.0101 after 900–1,100 draws, mixed at 1,200), which is no reason to start again
 STALL_CHECKS, STALL_RATIO, STALL_ABOVE = 4, 0.9, 2.0
-#: a large model's run (at least :data:`SPLIT_MIN_DIM` parameters) also starts again once, at any
+#: a large model's run (:data:`EARLY_RESTART_MIN_DIM`) also starts again once, at any
 #: check from the first extension on, when its R̂ says it is far from mixed: :func:`draws_to_target`
 #: above EARLY_RESTART_DRAWS per chain, ten times the first run and twice what a fresh warm-up and a
 #: typical run cost. The bundled Adult at 15 columns (study of 2026-12-04, seeds 1–10): seed 10 sat
@@ -220,19 +220,22 @@ STALL_CHECKS, STALL_RATIO, STALL_ABOVE = 4, 0.9, 2.0
 #: (46,089 gradients, 632.9 s; after the restart it mixed in 500 draws), while the nine others' guide
 #: never exceeded 1,060 draws at any check from the second on (their R̂ 1.03 or less after 300 draws)
 EARLY_RESTART_DRAWS = 2000
+#: ... from this many parameters (the large models whose chains are split over two processes)
+EARLY_RESTART_MIN_DIM = SPLIT_MIN_DIM
 
 
 def far_from_mixed(dim: int, path: list, target: float) -> bool:
     """Whether a run of a model of ``dim`` parameters, whose checks so far are ``path`` (draws per
-    chain, R̂, ESS), should start again now (:data:`EARLY_RESTART_DRAWS`): a large model, after its
-    first extension, R̂ still a guide of more than EARLY_RESTART_DRAWS draws per chain away.
+    chain, R̂, ESS), should start again now (:data:`EARLY_RESTART_DRAWS`): a large model (at least
+    :data:`EARLY_RESTART_MIN_DIM` parameters), after its first extension, R̂ still a guide
+    (:func:`draws_to_target`) of more than EARLY_RESTART_DRAWS draws per chain away.
 
     >>> far_from_mixed(1027, [(200, 1.147, 76), (300, 1.108, 97)], 1.01)
     True
     >>> far_from_mixed(1027, [(200, 1.050, 210), (300, 1.033, 395)], 1.01), far_from_mixed(421, [(200, 1.147, 76), (300, 1.108, 97)], 1.01)
     (False, False)
     """
-    if dim < SPLIT_MIN_DIM or len(path) < 2:
+    if dim < EARLY_RESTART_MIN_DIM or len(path) < 2:
         return False
     need = draws_to_target(path[-1][0], path[-1][1], target)
     return need is not None and need > EARLY_RESTART_DRAWS
