@@ -26,7 +26,10 @@ peak 2.56 GB. On an AVX2 AMD EPYC (08ad125, 2026-12-04; seeds 1–10 run one at 
 all ten mixed without a restart, R̂ ≤ 1.0100, least ESS 413.7, peak 2.33 GB. With the default
 ``reference="auto"`` (the largest released levels at this width; 330213d + the change, 2026-12-04,
 one ``--reps 10`` run, 63 minutes) 85 of 90 (seed 4 missed three, seeds 3 and 7 one each), all ten
-mixed (seed 10 after a restart), R̂ ≤ 1.0100, least ESS 428.4, peak 2.55 GB.
+mixed (seed 10 after a restart), R̂ ≤ 1.0100, least ESS 428.4, peak 2.55 GB. On 82a9261 (the mode
+search on two threads, the tree's structured Ω, the map's asinh; 2026-12-04, seeds run one at a time,
+47 minutes) 88 of 90 (seed 3 missed race Black, seed 4 race Asian-Pac-Islander), all ten mixed
+without a restart, R̂ ≤ 1.0100, least ESS 474.7, peak 2.20 GB; 15,300–25,600 gradients, 213–329 s a fit.
 """
 from __future__ import annotations
 

@@ -218,7 +218,9 @@ STALL_CHECKS, STALL_RATIO, STALL_ABOVE = 4, 0.9, 2.0
 #: at R̂ 1.147 / 1.108 after 200 / 300 draws per chain (~3,000 draws to go by that guide), its R̂ − 1
 #: falling as slowly as 1 / draws all the way, until the stall rule restarted it after 1,300 draws
 #: (46,089 gradients, 632.9 s; after the restart it mixed in 500 draws), while the nine others' guide
-#: never exceeded 1,060 draws at any check from the second on (their R̂ 1.03 or less after 300 draws)
+#: never exceeded 1,060 draws at any check from the second on (their R̂ 1.03 or less after 300 draws).
+#: In the study of 82a9261 (the same seeds, other paths) the largest such guide was seed 10's 1,731
+#: draws (R̂ 1.0577 after 300): the rule did not fire, and every fit mixed without a restart
 EARLY_RESTART_DRAWS = 2000
 #: ... from this many parameters (the large models whose chains are split over two processes)
 EARLY_RESTART_MIN_DIM = SPLIT_MIN_DIM
@@ -239,6 +241,8 @@ def far_from_mixed(dim: int, path: list, target: float) -> bool:
         return False
     need = draws_to_target(path[-1][0], path[-1][1], target)
     return need is not None and need > EARLY_RESTART_DRAWS
+
+
 #: the first draws after warm-up can still be a transient (chains travelling from their starts near
 #: the mode): under ``missing="mar"``, a check whose draws miss R̂ is made again on the draws after
 #: the first :func:`transient_start` of them, and the fit stops when either set meets the targets,
