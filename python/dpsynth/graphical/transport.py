@@ -154,9 +154,11 @@ class _Asinh(torch.autograd.Function):
         root = torch.sqrt(1.0 + y * y)
         ctx.save_for_backward(root)
         a = y.abs()
+        value = torch.log1p(a + a * a / (1.0 + root))
         big = a > 1e8  # there asinh |y| = log 2|y| to double precision (and a² may overflow)
-        small = torch.log1p(a + a * a / (1.0 + root))
-        return torch.sign(y) * torch.where(big, torch.log(a) + math.log(2.0), small)
+        if bool(big.any()):  # rare: no second logarithm over every value otherwise
+            value = torch.where(big, torch.log(a) + math.log(2.0), value)
+        return torch.sign(y) * value
 
     @staticmethod
     def backward(ctx, grad):
