@@ -164,7 +164,9 @@ def sampler_summary(d: dict) -> dict:
             "warmup_restarts": d.get("warmup_restarts"), "divergences": d.get("divergences"),
             "ess_per_second": round(d.get("ess_bulk_min_cells", np.nan) / d.get("mcmc_seconds", np.nan), 3),
             "mixing_path": [[int(n), round(float(r), 4), round(float(e)) if np.isfinite(e) else None]
-                            for n, r, e in d.get("mixing_path", [])]}
+                            for n, r, e in d.get("mixing_path", [])],
+            "runs": [list(r) for r in d.get("runs", [])], "check_seconds": d.get("check_seconds"),
+            "prepare_seconds": d.get("prepare_seconds")}
 
 
 def regression(cols) -> str:

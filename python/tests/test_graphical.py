@@ -1282,3 +1282,12 @@ def test_fisher_of_a_latent_model_calibrates_once_with_the_same_numbers(monkeypa
     real, withheld = model.clamped_calibration, [None]  # fisher gets none: each collect calibrates itself
     monkeypatch.setattr(model, "clamped_calibration", lambda th: withheld.pop() if withheld else real(th))
     assert torch.equal(lik.fisher(x, prior), once) and calls == [True, True, True]
+
+
+def test_beside_hands_back_its_value_and_its_error():
+    from dpsynth.graphical.chunks import Beside
+
+    assert Beside(lambda a, b: a + b, 2, 3).result() == 5
+    failing = Beside(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failing.result()

@@ -770,6 +770,26 @@ def test_rhat_falls_as_one_over_draws_whatever_the_chains_which_the_progress_gui
     assert draws_to_target(400, 1.009, 1.01) is None and draws_to_target(400, math.nan, 1.01) is None
 
 
+def test_a_lazy_check_computes_the_ess_only_where_rhat_meets_its_target():
+    """_cell_diagnostics(lazy=True) (the check of the draws after a possible transient): the same R̂,
+    and the same ESS where R̂ meets its target; NaN where R̂ misses it (the ESS decides nothing there)."""
+    from dpsynth.generators.napsu_sampling import PosteriorSampling
+
+    class Cells(PosteriorSampling):
+        rhat_target = 1.01
+
+        def _cell_probs(self, draws):
+            return draws.numpy()
+
+    rng = np.random.default_rng(0)
+    mixed = torch.as_tensor(rng.normal(size=(8, 400, 3)))
+    apart = mixed + torch.arange(8.0, dtype=torch.float64)[:, None, None]  # chains far apart
+    for draws, met in ((mixed, True), (apart, False)):
+        full, lazy = Cells()._cell_diagnostics(draws), Cells()._cell_diagnostics(draws, lazy=True)
+        assert lazy["rhat_max_cells"] == full["rhat_max_cells"] and (full["rhat_max_cells"] <= 1.01) == met
+        assert lazy["ess_bulk_min_cells"] == full["ess_bulk_min_cells"] if met else math.isnan(lazy["ess_bulk_min_cells"])
+
+
 def test_a_check_can_leave_out_a_transient(toy_fit, monkeypatch):
     """Where all draws miss R̂ but those after the first transient_start(n, first) meet every
     target, the fit stops there and keeps only those (modes in TRANSIENT_MODES); elsewhere it goes
@@ -779,7 +799,7 @@ def test_a_check_can_leave_out_a_transient(toy_fit, monkeypatch):
     real = napsu_sampling.PosteriorSampling._cell_diagnostics
     seen = []
 
-    def fake(self, draws, probs=None):
+    def fake(self, draws, probs=None, lazy=False):  # R̂ faked, so the ESS is computed whatever R̂ is
         cells = real(self, draws, probs)
         seen.append(draws.shape[1])
         cells["rhat_max_cells"] = 1.5 if draws.shape[1] == max(seen) else 1.0  # the whole set comes first

@@ -184,3 +184,16 @@ def test_bundled_adult_declares_education_derived(adult):
     from dpsynth.schema.codes import encode_column
     assert (encode_column(df["education"], schema["education"])
             == encode_column(df["education-num"], schema["education-num"])).all()
+
+
+def test_cast_to_schema_builds_an_integer_column_as_pandas_astype_would():
+    """Integer numeric columns are built as nullable Int64 directly (not by astype): the same
+    values, NAs and dtype, fractional values floored, the caller's frame untouched."""
+    from dpsynth.schema import cast_to_schema
+
+    schema = dpsynth.Schema.from_dict({"x": {"type": "numeric", "lower": -5, "upper": 90, "integer": True}})
+    df = pd.DataFrame({"x": [1.0, np.nan, 89.0, -4.5, 0.0]})
+    out = cast_to_schema(df, schema)["x"]
+    expected = pd.Series([1.0, np.nan, 89.0, -5.0, 0.0]).astype("Int64")
+    assert out.dtype == pd.Int64Dtype() and out.equals(expected)
+    assert np.isnan(df["x"][1]) and df["x"][3] == -4.5

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -135,3 +136,29 @@ def _recording(init, made):
         init(self, density)
         made.append(self)
     return wrapped
+
+
+def test_napsu_fit_with_each_extensions_map_fitted_beside_its_check_takes_the_same_draws(monkeypatch):
+    """MAP_BESIDE_CHECK fits the next extension's coordinate map on a thread of its own while the
+    check runs: the same map, so the same draws, the same path (a run held to two extensions)."""
+    from dpsynth.generators import napsu_sampling
+    from dpsynth.generators.napsu import NAPSUMQ
+
+    from test_napsu import TOY_QUERY, TOY_SCHEMA, toy_data
+
+    monkeypatch.setattr(napsu_sampling, "CHAIN_PROCESSES", 2)
+    monkeypatch.setattr(napsu_sampling, "SPLIT_MIN_DIM", 0)
+    monkeypatch.setattr(napsu_sampling, "MAX_EXTENSIONS", 2)
+    df = toy_data(2000, np.random.default_rng(0))
+    fits = {}
+    for beside in (False, True):
+        monkeypatch.setattr(napsu_sampling, "MAP_BESIDE_CHECK", beside)
+        gen = NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, rhat_target=1.0001, mcmc_chains=4, mcmc_warmup=60,
+                      mcmc_draws=40)
+        with warnings.catch_warnings():  # held short of its target: not mixed, and warned so
+            warnings.simplefilter("ignore", napsu_sampling.PosteriorNotMixedWarning)
+            fits[beside] = gen.fit(df, TOY_SCHEMA, seed=1)
+    before, after = fits[False].diagnostics_, fits[True].diagnostics_
+    assert after["extended"] == 2 and len(after["prepare_seconds"]) == 2
+    assert torch.equal(fits[False].draws_, fits[True].draws_)
+    assert before["mixing_path"] == after["mixing_path"]

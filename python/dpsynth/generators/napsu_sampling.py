@@ -23,14 +23,15 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 import warnings
 
 import numpy as np
 import torch
 
-from ..graphical.chunks import cores, map_chunks, torch_threads
+from ..graphical.chunks import Beside, cores, map_chunks, torch_threads
 from ..graphical.metric import shrunk_covariance
-from ..graphical.mixing import finite_extreme, format_rhat
+from ..graphical.mixing import GrowingCellProbs, finite_extreme, format_rhat
 from ..graphical.noise_aware import fit_draws
 from ..graphical.posterior import (PosteriorNotMixedWarning, ess_bulk, hmc, last_window_iterations, psis_weights,
                                    rhat_and_ess)
@@ -273,34 +274,15 @@ METRIC_TARGET = "laplace"
 #: iterations at 200) and can end with a step far below what the later metrics allow. Adult-10 with
 #: 20 % MAR, seed 0: step 0.0357, acceptance 0.948, 44 leapfrog steps a draw in every extension
 RETUNE_ACCEPT, RETUNE_WARMUP = 0.9, 40
+#: large models (:data:`SPLIT_MIN_DIM`) fit each extension's coordinate map on a thread of its own
+#: while the check before it runs (:class:`dpsynth.graphical.chunks.Beside`; the same map, so the
+#: same draws). The bundled Adult at 15 columns, seed 8 (1,000 draws per chain, 9 checks, 8 maps):
+#: checks and maps 26.1 + 20.0 s one after the other, 35.3 + 5.6 s side by side
+MAP_BESIDE_CHECK = True
 #: the chains move in coordinates z that a per-coordinate sinh–arcsinh map (refitted at each slow
 #: warm-up window and before each extension; :mod:`dpsynth.graphical.transport`) makes closer to
 #: Gaussian: near-empty cells' parameters have a sharp bulk and a long left shelf
 MARGINAL_MAP = True
-
-
-class GrowingCellProbs:
-    """The released cells' probabilities (chains, draws, P) of a run whose draws only grow (each
-    extension appends to every chain), each draw's computed once: the check after an extension
-    would otherwise recompute every earlier draw's (Adult-10 with 20 % MCAR, five checks: 23,200
-    draws' passes where 9,600 draws were kept). ``probs_of`` maps draws (…, dim) to (…, P).
-
-    >>> grow = GrowingCellProbs(lambda d: d.numpy()[..., :1] * 2)
-    >>> grow(torch.ones(2, 3, 4)).shape, grow(torch.ones(2, 5, 4)).shape
-    ((2, 3, 1), (2, 5, 1))
-    """
-
-    def __init__(self, probs_of):
-        self.probs_of, self.values = probs_of, None
-
-    def __call__(self, draws: torch.Tensor) -> np.ndarray:
-        done = 0 if self.values is None else self.values.shape[1]
-        if done > draws.shape[1]:
-            raise ValueError("the draws shrank: start a new GrowingCellProbs for a new run")
-        if done < draws.shape[1]:
-            new = self.probs_of(draws[:, done:])
-            self.values = new if self.values is None else np.concatenate([self.values, new], axis=1)
-        return self.values
 
 
 class PosteriorNotMixedError(RuntimeError):
@@ -370,18 +352,27 @@ class PosteriorSampling:
             return self._importance_diagnostics(draws[:, start:], lik, guide, log_ratios[:, start:],
                                                 probs(draws)[:, start:])
 
+        def run_row(run, draws):  # a run's draws per chain after it, step, acceptance, leapfrog steps, seconds
+            return int(draws.shape[1]), *(round(v, k) for v, k in zip(
+                (run.step_size, run.accept_rate, run.n_leapfrog, run.seconds), (4, 3, 1, 1)))
+
+        runs = [run_row(res, draws)]
+        phases = {"check": [], "prepare": []}  # seconds of each check and of each extension's map and metric
+
         def checkpoint(draws, cells):
             point = (int(draws.shape[1]), cells.get("rhat_max_cells", math.nan), cells.get("ess_bulk_min_cells", math.nan))
             expected = draws_to_target(point[0] - start, point[1], self.rhat_target)
             note(f"NAPSU-MQ sampler: {point[0]} draws per chain, R-hat {format_rhat(point[1], self.rhat_target, 4)} (target <= {self.rhat_target}), "
-                 f"ESS {point[2]:.0f} (target >= {self.ess_target:.0f}), {n_grad} gradients, {seconds:.0f} s"
+                 + (f"ESS {point[2]:.0f}" if math.isfinite(point[2]) else "ESS not computed")
+                 + f" (target >= {self.ess_target:.0f}), {n_grad} gradients, {seconds:.0f} s"
                  + (f"; if R-hat - 1 falls as 1/draws, ~{start + expected} draws per chain meet it" if expected else ""))
             return point
 
         def diagnose_from(draws, start):
             # the exact evaluations behind the importance weights (most of a fit's cost beside the
-            # chains) only when the chains' R̂ already meets its target
-            cells = self._cell_diagnostics(draws[:, start:], probs(draws)[:, start:])
+            # chains) only when the chains' R̂ already meets its target, and so is the chains' ESS
+            # (the reweighting computes the ESS of the draws a fit ends with in any case)
+            cells = self._cell_diagnostics(draws[:, start:], probs(draws)[:, start:], lazy=not delayed)
             if not delayed and cells.get("rhat_max_cells", math.inf) <= self.rhat_target:
                 cells.update(reweight(draws, start))
             return cells
@@ -391,40 +382,59 @@ class PosteriorSampling:
             (:data:`TRANSIENT_MODES`), of the draws after a possible transient if those meet every
             target; sets ``start``, the draws per chain left out."""
             nonlocal start
+            t_check = time.perf_counter()
             start, cells = 0, diagnose_from(draws, 0)
             late = transient_start(draws.shape[1], first) if self.missing_mode_ in TRANSIENT_MODES else 0
             if late and cells.get("rhat_max_cells", math.inf) > self.rhat_target:
                 later = diagnose_from(draws, late)
                 if self._mixed(later):
                     start, cells = late, later
+            phases["check"].append(round(time.perf_counter() - t_check, 2))
             return cells
 
+        def flat_of(draws):  # every draw so far, evenly thinned to METRIC_DRAWS
+            flat = draws.reshape(-1, lik.dim)
+            return flat[::math.ceil(flat.shape[0] / METRIC_DRAWS)]
+
+        beside = MAP_BESIDE_CHECK and split and fit_map is not None
+        pending = None  # (draws, their map's fit on its own thread) while a check runs: MAP_BESIDE_CHECK
+
+        def check(draws, extended):  # diagnose, with the next extension's map fitted beside it if one may follow
+            nonlocal pending
+            flat = flat_of(draws) if beside and extended < MAX_EXTENSIONS else None
+            pending = None if flat is None else (flat, Beside(fit_map, flat))
+            return diagnose(draws)
+
         first, start = draws.shape[1], 0
-        cells = diagnose(draws)
+        cells = check(draws, 0)
         path = [checkpoint(draws, cells)]  # (draws per chain, R̂, ESS) at every check
         extended = restarts = 0
         share = EXTENSION_SHARE_MAR if self.missing_mode_ == "mar" else EXTENSION_SHARE
         while not self._mixed(cells) and extended < MAX_EXTENSIONS:
             # the metric from every draw so far: warm-up's last window saw fewer, less mixed draws
-            flat = draws.reshape(-1, lik.dim)
-            flat = flat[::math.ceil(flat.shape[0] / METRIC_DRAWS)]
+            flat = flat_of(draws) if pending is None else pending[0]
             if RESTART_AFTER is not None and not restarts and (far_from_mixed(lik.dim, path, self.rhat_target) or (
                     extended >= RESTART_AFTER and
                     stalled([rhat for _, rhat, _ in path], floor=1.0 + STALL_ABOVE * (self.rhat_target - 1.0)))):
                 # slow to mix after RESTART_AFTER extensions and no longer improving (or, for a large
                 # model, far from mixed after its first extension): adapt afresh, keep only the new run's draws
                 # (the restart counts as one of the MAX_EXTENSIONS)
+                if pending is not None:
+                    pending[1].result()  # not used: its thread ends before the chains start
                 res, draws, guide = adapted_run(draws[:, -1], metric_of(flat))
                 last = res
                 log_ratios = torch.zeros((draws.shape[0], 0), dtype=DTYPE)
                 probs = GrowingCellProbs(self._cell_probs)
                 seconds, n_grad, extended = seconds + res.seconds, n_grad + res.gradient_evaluations, extended + 1
                 restarts += 1
-                cells = diagnose(draws)
+                runs.append(run_row(res, draws))
+                cells = check(draws, extended)
                 path.append(checkpoint(draws, cells))
                 continue
-            tmap = fit_map(flat) if fit_map is not None else res.transform
+            t_prepare = time.perf_counter()
+            tmap = pending[1].result() if pending is not None else fit_map(flat) if fit_map is not None else res.transform
             metric = metric_of(tmap.inverse(flat))
+            phases["prepare"].append(round(time.perf_counter() - t_prepare, 2))
             retune = last.accept_rate > RETUNE_ACCEPT
             more = hmc(lik.log_posterior, draws[:, -1], cov=metric, warmup=RETUNE_WARMUP if retune else 0, rng=rng,
                        step_size=last.step_size, draws=math.ceil(share * self.mcmc_draws_) * self.mcmc_thin_,
@@ -432,9 +442,12 @@ class PosteriorSampling:
                        adapt_metric=False, split_chains=split)
             last, retuned = more, retuned + retune
             draws = torch.cat([draws, thinned(more)], dim=1)
+            runs.append(run_row(more, draws))
             seconds, n_grad, extended = seconds + more.seconds, n_grad + more.gradient_evaluations, extended + 1
-            cells = diagnose(draws)
+            cells = check(draws, extended)
             path.append(checkpoint(draws, cells))
+        if pending is not None:  # mixed: the map fitted beside the last check is not needed
+            pending[1].result()
         if not delayed and cells and "weights" not in cells:  # the chains target the surrogate: reweight
             cells.update(reweight(draws, start))
         self.weights_ = cells.pop("weights", None)
@@ -450,7 +463,9 @@ class PosteriorSampling:
                                   "chains": int(draws.shape[0]), "draws_per_chain": int(draws.shape[1]),
                                   "transient_draws": start,
                                   "warmup": warmup,
-                                  "extended": extended, "restarts": restarts, "mixing_path": path, **cells})
+                                  "extended": extended, "restarts": restarts, "mixing_path": path,
+                                  "runs": runs, "check_seconds": phases["check"],
+                                  "prepare_seconds": phases["prepare"], **cells})
         self._report_mixing(cells)
 
     def _keep_draws(self, res):
@@ -482,18 +497,22 @@ class PosteriorSampling:
                 "mcmc_warmup, or measure fewer or coarser tables")
 
     # ------------------------------------------------------------------ posterior and sampling
-    def _cell_diagnostics(self, draws: torch.Tensor, probs: np.ndarray | None = None) -> dict:
+    def _cell_diagnostics(self, draws: torch.Tensor, probs: np.ndarray | None = None, lazy: bool = False) -> dict:
         """R̂ and bulk ESS (arviz-stats) of the released cells' probabilities (what the synthetic
         data depend on; θ of a near-empty cell can wander in the prior's tail while its
         probability stays ≈ 0), on at most :data:`DIAGNOSTIC_DRAWS` draws per chain. ``probs``:
-        those probabilities at every draw, if already computed (:class:`GrowingCellProbs`)."""
+        those probabilities at every draw, if already computed (:class:`GrowingCellProbs`).
+        ``lazy``: the ESS only where R̂ meets its target (NaN otherwise; a third of the cost)."""
         if draws.shape[1] < 4:
             return {}
         thin = max(1, math.ceil(draws.shape[1] / DIAGNOSTIC_DRAWS))
-        rhat, ess = rhat_and_ess(self._cell_probs(draws[:, thin - 1::thin]) if probs is None
-                                 else probs[:, thin - 1::thin])
-        return {"rhat_max_cells": finite_extreme(np.max, np.atleast_1d(rhat)),
-                "ess_bulk_min_cells": finite_extreme(np.min, np.atleast_1d(ess))}
+        p = self._cell_probs(draws[:, thin - 1::thin]) if probs is None else probs[:, thin - 1::thin]
+        rhat, ess = rhat_and_ess(p, ess=not lazy)
+        rhat_max = finite_extreme(np.max, np.atleast_1d(rhat))
+        if ess is None and rhat_max <= self.rhat_target:
+            ess = ess_bulk(p)
+        return {"rhat_max_cells": rhat_max,
+                "ess_bulk_min_cells": math.nan if ess is None else finite_extreme(np.min, np.atleast_1d(ess))}
 
     def _importance_diagnostics(self, draws: torch.Tensor, lik, proposal, log_ratios: torch.Tensor,
                                 probs: np.ndarray) -> dict:

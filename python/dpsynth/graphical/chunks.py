@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
@@ -64,3 +65,33 @@ def torch_threads(n: int):
         yield
     finally:
         torch.set_num_threads(old)
+
+
+class Beside:
+    """``fn(*args)`` run on a thread of its own, beside the caller's work, from construction on;
+    :meth:`result` waits for it and returns its value (or raises its exception). For work that
+    runs on one torch thread while the caller's other work leaves a core idle: a NAPSU-MQ fit's
+    next coordinate map, fitted while the released cells' R̂ is checked
+    (:data:`dpsynth.generators.napsu_sampling.MAP_BESIDE_CHECK`). torch's thread count is the
+    process's, so the value is the one the caller's thread would have computed.
+
+    >>> Beside(sum, [1, 2, 3]).result()
+    6
+    """
+
+    def __init__(self, fn: Callable, *args):
+        self._out: dict = {}
+        self._thread = threading.Thread(target=self._run, args=(fn, args), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn, args):
+        try:
+            self._out["value"] = fn(*args)
+        except BaseException as error:  # handed to the caller by result()
+            self._out["error"] = error
+
+    def result(self):
+        self._thread.join()
+        if "error" in self._out:
+            raise self._out["error"]
+        return self._out["value"]

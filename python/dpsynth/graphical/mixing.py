@@ -15,7 +15,8 @@ and the tail R̂ (of z-scaled |draws − median|). Bulk ESS = S/τ of the z-scal
 the chains' FFT autocovariances by Geyer's initial positive and initial monotone sequences,
 τ ≥ 1/log10 S.
 
-Also here: two checks of single chains that :func:`dpsynth.graphical.posterior.hmc`'s warm-up
+Also here: :class:`GrowingCellProbs`, the cells' values of a growing run's draws, each draw's
+computed once; and two checks of single chains that :func:`dpsynth.graphical.posterior.hmc`'s warm-up
 restarts where the others are: :func:`settled_chains` (by log density) and :func:`moving_chains`
 (by acceptance).
 
@@ -194,6 +195,30 @@ def _tau(z: np.ndarray) -> np.ndarray:
     p_stop = p[stop, cols]
     last_even = np.where((even > 0) | (p_stop >= 0) | (stop == 0), even, 0.0)
     return -1.0 + 2.0 * np.where(kept, mono, 0.0).sum(axis=0) + last_even
+
+
+class GrowingCellProbs:
+    """The released cells' probabilities (chains, draws, P) of a run whose draws only grow (each
+    extension appends to every chain), each draw's computed once: the check after an extension
+    would otherwise recompute every earlier draw's (Adult-10 with 20 % MCAR, five checks: 23,200
+    draws' passes where 9,600 draws were kept). ``probs_of`` maps draws (…, dim) to (…, P).
+
+    >>> grow = GrowingCellProbs(lambda d: d.numpy()[..., :1] * 2)
+    >>> grow(torch.ones(2, 3, 4)).shape, grow(torch.ones(2, 5, 4)).shape
+    ((2, 3, 1), (2, 5, 1))
+    """
+
+    def __init__(self, probs_of):
+        self.probs_of, self.values = probs_of, None
+
+    def __call__(self, draws: torch.Tensor) -> np.ndarray:
+        done = 0 if self.values is None else self.values.shape[1]
+        if done > draws.shape[1]:
+            raise ValueError("the draws shrank: start a new GrowingCellProbs for a new run")
+        if done < draws.shape[1]:
+            new = self.probs_of(draws[:, done:])
+            self.values = new if self.values is None else np.concatenate([self.values, new], axis=1)
+        return self.values
 
 
 #: a chain whose exact log density lies more than this many standard deviations of a Gaussian
