@@ -24,9 +24,10 @@ adult.names): at 15 columns NAPSU-MQ models 14 and writes ``education`` after sa
   intervals of the logistic regression income ~ age + education-num + hours-per-week (bin index)
   + sex + race cover the coefficients of the same regression on the real data (all 32,561 rows,
   the same binning); ``per_rep`` lists each fit (seed, coefficients covered and missed, seconds,
-  and :func:`sampler_summary`: gradients, ESS before and after weighting, the R̂ / ESS of every check),
+  and :func:`sampler_summary`: gradients, ESS before and after weighting, the R̂ of every check and
+  its ESS where R̂ met its target, each run's step, acceptance and seconds, each check's seconds),
   so that studies run in pieces (``--seed0``) can be pooled. R̂ ≤ 1.01, a maximum over the 1,391
-  released cells, has needed a least ESS of the chains of ~1,100–1,400: the path shows it.
+  released cells, is what sets the draws a fit needs, not the ESS.
 
 Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0] [--chain-processes 1|2] [--[no-]selection-penalty] [--reference auto|first|largest]
 Prints progress on stderr and one JSON object on the last line of stdout.
@@ -142,7 +143,9 @@ def one_fit(df, schema, cols, seed, **options):
 def sampler_summary(d: dict) -> dict:
     """A fit's sampler figures from its ``diagnostics_``: R̂ and least ESS of the released cells
     (after importance weighting, and of the chains before it), the R̂ / ESS at every check
-    (``mixing_path``: draws per chain, R̂, ESS), cost (gradients; seconds of the fit and of its
+    (``mixing_path``: draws per chain, R̂, ESS or None where R̂ missed its target), each run (``runs``:
+    draws per chain after it, step, acceptance, leapfrog steps, seconds) and the seconds of each check
+    and each extension's map and metric, cost (gradients; seconds of the fit and of its
     chains) and ESS per second, and the first run's adapted step size, acceptance rate, leapfrog
     steps per draw, warm-up restarts of stray chains and divergences (the last run's step too).
 

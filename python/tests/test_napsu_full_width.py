@@ -30,6 +30,8 @@ mixed (seed 10 after a restart), R̂ ≤ 1.0100, least ESS 428.4, peak 2.55 GB. 
 search on two threads, the tree's structured Ω, the map's asinh; 2026-12-04, seeds run one at a time,
 47 minutes) 88 of 90 (seed 3 missed race Black, seed 4 race Asian-Pac-Islander), all ten mixed
 without a restart, R̂ ≤ 1.0100, least ESS 474.7, peak 2.20 GB; 15,300–25,600 gradients, 213–329 s a fit.
+On 39f793f (the same draws; maps fitted beside the checks, lazy ESS; 2026-12-05, 47 minutes) the same
+88 of 90 and paths, peak 2.35 GB, 215–311 s a fit.
 """
 from __future__ import annotations
 
