@@ -1285,9 +1285,9 @@ def test_fisher_of_a_latent_model_calibrates_once_with_the_same_numbers(monkeypa
 
 
 def test_beside_hands_back_its_value_and_its_error():
-    from dpsynth.graphical.chunks import Beside
+    from dpsynth.graphical.chunks import beside
 
-    assert Beside(lambda a, b: a + b, 2, 3).result() == 5
-    failing = Beside(lambda: 1 / 0)
+    assert beside(lambda a, b: a + b, 2, 3).result() == 5
+    failing = beside(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         failing.result()

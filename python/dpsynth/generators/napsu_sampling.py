@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 import torch
 
-from ..graphical.chunks import Beside, cores, map_chunks, torch_threads
+from ..graphical.chunks import beside, cores, map_chunks, torch_threads
 from ..graphical.metric import shrunk_covariance
 from ..graphical.mixing import GrowingCellProbs, finite_extreme, format_rhat
 from ..graphical.noise_aware import fit_draws
@@ -275,7 +275,7 @@ METRIC_TARGET = "laplace"
 #: 20 % MAR, seed 0: step 0.0357, acceptance 0.948, 44 leapfrog steps a draw in every extension
 RETUNE_ACCEPT, RETUNE_WARMUP = 0.9, 40
 #: large models (:data:`SPLIT_MIN_DIM`) fit each extension's coordinate map on a thread of its own
-#: while the check before it runs (:class:`dpsynth.graphical.chunks.Beside`; the same map, so the
+#: while the check before it runs (:func:`dpsynth.graphical.chunks.beside`; the same map, so the
 #: same draws). The bundled Adult at 15 columns, seed 8 (1,000 draws per chain, 9 checks, 8 maps):
 #: checks and maps 26.1 + 20.0 s one after the other, 35.3 + 5.6 s side by side
 MAP_BESIDE_CHECK = True
@@ -396,13 +396,12 @@ class PosteriorSampling:
             flat = draws.reshape(-1, lik.dim)
             return flat[::math.ceil(flat.shape[0] / METRIC_DRAWS)]
 
-        beside = MAP_BESIDE_CHECK and split and fit_map is not None
-        pending = None  # (draws, their map's fit on its own thread) while a check runs: MAP_BESIDE_CHECK
+        map_beside = MAP_BESIDE_CHECK and split and fit_map is not None
+        pending = None  # the next map's fit on its own thread, started beside a check: MAP_BESIDE_CHECK
 
         def check(draws, extended):  # diagnose, with the next extension's map fitted beside it if one may follow
             nonlocal pending
-            flat = flat_of(draws) if beside and extended < MAX_EXTENSIONS else None
-            pending = None if flat is None else (flat, Beside(fit_map, flat))
+            pending = beside(fit_map, flat_of(draws)) if map_beside and extended < MAX_EXTENSIONS else None
             return diagnose(draws)
 
         first, start = draws.shape[1], 0
@@ -412,7 +411,7 @@ class PosteriorSampling:
         share = EXTENSION_SHARE_MAR if self.missing_mode_ == "mar" else EXTENSION_SHARE
         while not self._mixed(cells) and extended < MAX_EXTENSIONS:
             # the metric from every draw so far: warm-up's last window saw fewer, less mixed draws
-            flat = flat_of(draws) if pending is None else pending[0]
+            flat = flat_of(draws)
             if RESTART_AFTER is not None and not restarts and (far_from_mixed(lik.dim, path, self.rhat_target) or (
                     extended >= RESTART_AFTER and
                     stalled([rhat for _, rhat, _ in path], floor=1.0 + STALL_ABOVE * (self.rhat_target - 1.0)))):
@@ -420,7 +419,7 @@ class PosteriorSampling:
                 # model, far from mixed after its first extension): adapt afresh, keep only the new run's draws
                 # (the restart counts as one of the MAX_EXTENSIONS)
                 if pending is not None:
-                    pending[1].result()  # not used: its thread ends before the chains start
+                    pending.result()  # not used: its thread ends before the chains start
                 res, draws, guide = adapted_run(draws[:, -1], metric_of(flat))
                 last = res
                 log_ratios = torch.zeros((draws.shape[0], 0), dtype=DTYPE)
@@ -432,7 +431,7 @@ class PosteriorSampling:
                 path.append(checkpoint(draws, cells))
                 continue
             t_prepare = time.perf_counter()
-            tmap = pending[1].result() if pending is not None else fit_map(flat) if fit_map is not None else res.transform
+            tmap = pending.result() if pending is not None else fit_map(flat) if fit_map is not None else res.transform
             metric = metric_of(tmap.inverse(flat))
             phases["prepare"].append(round(time.perf_counter() - t_prepare, 2))
             retune = last.accept_rate > RETUNE_ACCEPT
@@ -447,7 +446,7 @@ class PosteriorSampling:
             cells = check(draws, extended)
             path.append(checkpoint(draws, cells))
         if pending is not None:  # mixed: the map fitted beside the last check is not needed
-            pending[1].result()
+            pending.result()
         if not delayed and cells and "weights" not in cells:  # the chains target the surrogate: reweight
             cells.update(reweight(draws, start))
         self.weights_ = cells.pop("weights", None)

@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Sequence
 
 import torch
@@ -67,31 +66,20 @@ def torch_threads(n: int):
         torch.set_num_threads(old)
 
 
-class Beside:
-    """``fn(*args)`` run on a thread of its own, beside the caller's work, from construction on;
-    :meth:`result` waits for it and returns its value (or raises its exception). For work that
-    runs on one torch thread while the caller's other work leaves a core idle: a NAPSU-MQ fit's
-    next coordinate map, fitted while the released cells' R̂ is checked
+
+def beside(fn: Callable, *args) -> Future:
+    """``fn(*args)`` started on a thread of its own, beside the caller's work; the returned future's
+    ``result()`` waits for it and returns its value (or raises its exception). For work that runs on
+    one torch thread while the caller's other work leaves a core idle: a NAPSU-MQ fit's next
+    coordinate map, fitted while the released cells' R̂ is checked
     (:data:`dpsynth.generators.napsu_sampling.MAP_BESIDE_CHECK`). torch's thread count is the
     process's, so the value is the one the caller's thread would have computed.
 
-    >>> Beside(sum, [1, 2, 3]).result()
+    >>> beside(sum, [1, 2, 3]).result()
     6
     """
-
-    def __init__(self, fn: Callable, *args):
-        self._out: dict = {}
-        self._thread = threading.Thread(target=self._run, args=(fn, args), daemon=True)
-        self._thread.start()
-
-    def _run(self, fn, args):
-        try:
-            self._out["value"] = fn(*args)
-        except BaseException as error:  # handed to the caller by result()
-            self._out["error"] = error
-
-    def result(self):
-        self._thread.join()
-        if "error" in self._out:
-            raise self._out["error"]
-        return self._out["value"]
+    pool = ThreadPoolExecutor(1)
+    try:
+        return pool.submit(fn, *args)
+    finally:
+        pool.shutdown(wait=False)  # the task runs to its end; the pool takes no other
