@@ -631,6 +631,43 @@ def test_gaussian_tree_equals_the_dense_likelihood_over_all_cells():
     np.testing.assert_allclose(g_tree.numpy(), g_dense.numpy(), rtol=1e-7, atol=1e-7)
 
 
+def test_gaussian_tree_symmetric_messages_equal_the_lu_form():
+    """Where every group of a clique's rows has a positive definite Ω (a table at its own rows), the
+    message is computed from the Cholesky factor of K = Ω⁻¹ + G (:meth:`GaussianTree._symmetric_message`);
+    it equals the LU form of M = I + ΩG in value and gradient, and a clique whose group holds only
+    a child's message keeps the LU form."""
+    from dpsynth.graphical.gaussian_tree import GaussianTree
+
+    rng = np.random.default_rng(7)
+    dom = Domain(["a", "b", "c", "d"], [2, 3, 2, 4])
+    cliques = [("a", "b"), ("b", "c"), ("a", "c"), ("c", "d")]
+    model = MaxEntModel(dom, cliques, cliques + [("b",), ("d",)])
+    noisy, sigmas = _noisy_tables(model, rng), [3.0, 2.0, 3.0, 5.0, 1.0, 2.0]
+    tree = GaussianTree(model, noisy, sigmas)
+    assert any(p["symmetric"] for p in tree.plans)
+    theta = torch.as_tensor(rng.normal(0, 0.7, (4, model.D))).requires_grad_(True)
+    n = torch.tensor([400.0, 380.0, 420.0, 395.0], dtype=torch.float64)
+    lp = tree.log_likelihood(theta, n)
+    (g,) = torch.autograd.grad(lp.sum(), theta)
+    for plan in tree.plans:
+        plan["symmetric"] = False
+    lp_lu = tree.log_likelihood(theta, n)
+    (g_lu,) = torch.autograd.grad(lp_lu.sum(), theta)
+    np.testing.assert_allclose(lp.detach().numpy(), lp_lu.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g.numpy(), g_lu.numpy(), rtol=1e-9, atol=1e-9)
+    # the root (a, b, c) releases only (a, b) and (b, c): the rows of its separator with (a, c, d)
+    # carry the child's message alone (Ω = J, not definite), so the root keeps the LU form; the
+    # likelihood is the same whichever form each clique takes
+    dom = Domain(["a", "b", "c", "d"], [2, 3, 2, 2])
+    model = MaxEntModel(dom, [("a", "b", "c"), ("a", "c", "d")], [("a", "b"), ("b", "c"), ("a", "c", "d")])
+    tree = GaussianTree(model, _noisy_tables(model, rng), [2.0, 2.0, 2.0])
+    assert [p["symmetric"] for p in tree.plans] == [False, True]
+    theta = torch.as_tensor(rng.normal(0, 0.7, (3, model.D)))
+    lp = tree.log_likelihood(theta, n[:3])
+    tree.plans[1]["symmetric"] = False
+    np.testing.assert_allclose(lp.numpy(), tree.log_likelihood(theta, n[:3]).numpy(), rtol=1e-12)
+
+
 def test_gaussian_tree_applies_a_fixed_omega_by_its_tables():
     """A group of rows holding a table and margins folded into it (no child's message) applies Ω
     as Σ w FᵀF x, the dense product's value; a diagonal group and one with a child keep theirs."""
@@ -1291,3 +1328,29 @@ def test_beside_hands_back_its_value_and_its_error():
     failing = beside(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         failing.result()
+
+
+def test_hmc_short_early_windows_adapt_where_the_schedule_says():
+    """With ``last_window`` the warm-up's slow windows are the short early ones of
+    SHORT_EARLY_WINDOWS and a last one of that length: the map is refitted to each window's draws
+    (25, 50 and ``last_window`` iterations of every chain), and a warm-up of another length is refused."""
+    from dpsynth.graphical.posterior import SHORT_EARLY_WINDOWS, hmc, short_warmup
+    from dpsynth.graphical.transport import MarginalMap
+
+    def log_prob(x):
+        return -0.5 * (x ** 2).sum(-1)
+
+    sizes = []
+
+    def fit_transform(draws):
+        sizes.append(draws.shape[0])
+        return MarginalMap.identity(draws.shape[1])
+
+    chains = 3
+    init = torch.zeros(chains, 2, dtype=torch.float64)
+    res = hmc(log_prob, init, warmup=short_warmup(12), draws=4, last_window=12, fit_transform=fit_transform,
+              prune_strays=False, rng=np.random.default_rng(0))
+    first, slow1, slow2, final = SHORT_EARLY_WINDOWS
+    assert sizes == [slow1 * chains, slow2 * chains, 12 * chains] and res.draws.shape == (chains, 4, 2)
+    with pytest.raises(ValueError, match="warmup="):
+        hmc(log_prob, init, warmup=100, draws=2, last_window=12)

@@ -1227,23 +1227,25 @@ def test_mar_mode_completes_the_data_and_recovers_the_complete_data_mean():
 def test_mar_default_warmup_grows_with_the_model_and_an_explicit_one_is_kept(monkeypatch):
     """Under missing="mar" the default warm-up is long enough that its last slow window gives the
     surrogate's linear term WINDOW_DRAWS_PER_PARAMETER draws per parameter (at most fit_draws):
-    Adult-10 (D = 421) keeps 200, the bundled Adult's 10 columns (D = 1,016) get 300; mcmc_warmup=
-    is used as given."""
+    Adult-10 (D = 421) keeps 200 with Stan's windows; a wider model gets a last slow window just
+    long enough after short early windows (the bundled Adult's 10 columns, D = 1,016: 253
+    iterations, 128 in the last slow window); mcmc_warmup= is used as given."""
     from dpsynth.generators import napsu_sampling
     from dpsynth.graphical.noise_aware import fit_draws
     from dpsynth.graphical.posterior import last_window_iterations
 
-    assert napsu_sampling.mar_warmup(200, 421, 16) == 200 and napsu_sampling.mar_warmup(200, 1016, 16) == 300
+    assert napsu_sampling.mar_warmup(200, 421, 16) == (200, None)
+    assert napsu_sampling.mar_warmup(200, 1016, 16) == (253, 128)
     for dim in (700, 1016, 2751):
-        w = napsu_sampling.mar_warmup(200, dim, 16)
+        w, last = napsu_sampling.mar_warmup(200, dim, 16)
         need = min(fit_draws(dim), 2 * (dim + 1))
-        assert last_window_iterations(w) * 16 >= need > last_window_iterations(w - 10) * 16
+        assert last_window_iterations(w, last) * 16 >= need > (last - 1) * 16 and w > 200
 
     seen = []
     real_hmc = napsu_sampling.hmc
 
     def recording(*args, **kwargs):
-        seen.append(kwargs["warmup"])
+        seen.append((kwargs["warmup"], kwargs.get("last_window")))
         return real_hmc(*args, **kwargs)
 
     monkeypatch.setattr(napsu_sampling, "hmc", recording)
@@ -1254,7 +1256,33 @@ def test_mar_default_warmup_grows_with_the_model_and_an_explicit_one_is_kept(mon
     grown = NAPSUMQ(3.0, 1 / 1500 ** 2, **kw).fit(df, TOY_SCHEMA, seed=1)
     dim = grown.likelihood_.dim
     expected = napsu_sampling.mar_warmup(200, dim, 2)
-    assert expected > 200 and seen == [expected] and grown.diagnostics_["warmup"] == expected
+    assert expected[0] > 200 and seen == [expected] and grown.diagnostics_["warmup"] == expected[0]
     seen.clear()
     given = NAPSUMQ(3.0, 1 / 1500 ** 2, mcmc_warmup=30, **kw).fit(df, TOY_SCHEMA, seed=1)
-    assert seen == [30] and given.diagnostics_["warmup"] == 30
+    assert seen == [(30, None)] and given.diagnostics_["warmup"] == 30
+
+
+@pytest.mark.filterwarnings("ignore::dpsynth.PosteriorNotMixedWarning")  # short chains: the tolerance, not mixing
+def test_wide_model_mode_search_stops_at_a_decrement_per_parameter(monkeypatch):
+    """From SPLIT_MIN_DIM parameters on the mode search under "hmc" stops once the Newton decrement
+    is below MODE_TOL_PER_PARAMETER · dim (the chains start far wider than that from the mode);
+    smaller models keep MODE_TOL."""
+    from dpsynth.generators import napsu_sampling
+
+    seen = []
+    real_mode = NAPSUMQ._mode
+
+    def recording(self, lik, start, tol):
+        seen.append((lik.dim, tol))
+        return real_mode(self, lik, start, tol)
+
+    monkeypatch.setattr(NAPSUMQ, "_mode", recording)
+    monkeypatch.setattr(napsu_sampling, "MAX_EXTENSIONS", 0)
+    df = _mar_frame(n=800)[0].dropna().astype(int)
+    kw = dict(queries=TOY_QUERY, mcmc_chains=2, mcmc_draws=5, mcmc_warmup=10)
+    NAPSUMQ(3.0, 1 / 800 ** 2, **kw).fit(df, TOY_SCHEMA, seed=1)
+    monkeypatch.setattr(napsu_sampling, "SPLIT_MIN_DIM", 2)  # the toy model counted as wide
+    monkeypatch.setattr(napsu_sampling, "MODE_TOL_PER_PARAMETER", 0.5)
+    NAPSUMQ(3.0, 1 / 800 ** 2, **kw).fit(df, TOY_SCHEMA, seed=1)
+    (dim, narrow), (_, wide) = seen
+    assert narrow == napsu_sampling.MODE_TOL["hmc"] and wide == max(narrow, 0.5 * dim) > narrow

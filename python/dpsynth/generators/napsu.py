@@ -139,7 +139,7 @@ from ..schema import MISSING
 from .base import Generator, check_count
 from .marginal_model import single_thread
 from .napsu_sampling import (DIAGNOSTIC_DRAWS, IMPORTANCE_DRAWS, INIT_SCALE, MARGINAL_MAP, MAX_EXTENSIONS,  # noqa: F401
-                             MCMC_DEFAULTS, MCMC_DEFAULTS_MAR, MODE_TOL, PARETO_K_MAX, PosteriorNotMixedError, PosteriorSampling)
+                             MCMC_DEFAULTS, MCMC_DEFAULTS_MAR, MODE_TOL, PARETO_K_MAX, PosteriorNotMixedError, PosteriorSampling, mode_tolerance)
 from ..marginals.measure import Measurement, measure_marginals
 from ..marginals.mst import mst_select
 from ..datasets import ADULT_COLUMNS, ADULT_FORCED_QUERIES, adult_reduced  # noqa: F401 (their home is datasets)
@@ -528,7 +528,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
         model = lik.model
         rng = source.spawn()
         by_attrs = {m.attrs: m.noisy for m in measurements}
-        x0, fisher = self._mode(lik, lik.initial_point([by_attrs[c] for c in model.cliques]), MODE_TOL.get(self.inference_, TIGHT_MODE_TOL))
+        x0, fisher = self._mode(lik, lik.initial_point([by_attrs[c] for c in model.cliques]), mode_tolerance(self.inference_, lik.dim, TIGHT_MODE_TOL))
         self.model_, self.likelihood_, self.measurements_ = model, lik, measurements
         self.diagnostics_ = {"D": model.D, "P": model.P, "tables": len(model.tables), "cliques": len(model.cliques),
                              "junction_tree_cells": model.jt.size(), "likelihood_form": lik.form,

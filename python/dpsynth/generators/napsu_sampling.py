@@ -34,7 +34,7 @@ from ..graphical.metric import shrunk_covariance
 from ..graphical.mixing import GrowingCellProbs, finite_extreme, format_rhat
 from ..graphical.noise_aware import fit_draws
 from ..graphical.posterior import (PosteriorNotMixedWarning, ess_bulk, hmc, last_window_iterations, psis_weights,
-                                   rhat_and_ess)
+                                   rhat_and_ess, short_warmup)
 from ..graphical.transport import fit_marginal_map
 from ..progress import note
 
@@ -138,18 +138,21 @@ def draws_to_target(draws: int, rhat: float, target: float) -> int | None:
     return round(draws * (rhat - 1.0) / (target - 1.0))
 
 
-def mar_warmup(warmup: int, dim: int, chains: int) -> int:
-    """The warm-up under ``missing="mar"``: ``warmup`` or, for a wide model, the shortest in steps
-    of 10 whose last slow window (:func:`last_window_iterations`) gives the surrogate's fit enough
-    draws (:data:`WINDOW_DRAWS_PER_PARAMETER`).
+def mar_warmup(warmup: int, dim: int, chains: int) -> tuple[int, int | None]:
+    """(warm-up iterations, last slow window) under ``missing="mar"``: ``warmup`` with Stan's windows
+    (None) where its last slow window (:func:`last_window_iterations`) gives the surrogate's fit
+    enough draws (:data:`WINDOW_DRAWS_PER_PARAMETER`), else, for a wide model, a last slow window
+    just long enough after short early windows (:data:`dpsynth.graphical.posterior.SHORT_EARLY_WINDOWS`:
+    253 iterations where Stan's proportions needed 300 for the bundled Adult at 15 columns).
 
-    >>> mar_warmup(200, 421, 16), mar_warmup(200, 1016, 16)
-    (200, 300)
+    >>> mar_warmup(200, 421, 16), mar_warmup(200, 1026, 16)
+    ((200, None), (253, 128))
     """
     need = min(fit_draws(dim), math.ceil(WINDOW_DRAWS_PER_PARAMETER * (dim + 1)))
-    while last_window_iterations(warmup) * chains < need:
-        warmup += 10
-    return warmup
+    if last_window_iterations(warmup) * chains >= need:
+        return warmup, None
+    last = math.ceil(need / chains)
+    return short_warmup(last), last
 
 
 #: ``"hmc"`` reweights at most this many draws (the chains thinned evenly): each needs one exact
@@ -185,6 +188,21 @@ INIT_SCALE = 0.3
 #: Adult-10, 20 % MCAR, seed 1: the decrement fell below 1 after 20 of 31 Fisher-scoring steps (4.1
 #: of 6.3 s), 0.6 nats below the mode's log density
 MODE_TOL = {"hmc": 1.0, "hmc-da": 1.0}
+#: ... and from SPLIT_MIN_DIM parameters on, at least this times the parameters: the bundled Adult at
+#: 15 columns (D = 1,026, seed 8) spent the last 10 of 35 Fisher-scoring steps (~4 s) gaining 8 nats,
+#: where the chains start ~½·INIT_SCALE²·D ≈ 46 nats below the mode (N(mode, INIT_SCALE² F⁻¹))
+MODE_TOL_PER_PARAMETER = 0.02
+
+
+def mode_tolerance(inference: str, dim: int, default: float) -> float:
+    """The Newton decrement at which the mode search stops (:data:`MODE_TOL`, ``default`` for an
+    inference it does not name, :data:`MODE_TOL_PER_PARAMETER`).
+
+    >>> mode_tolerance("hmc", 421, 1e-6), mode_tolerance("hmc", 1027, 1e-6), mode_tolerance("laplace", 1027, 1e-6)
+    (1.0, 20.54, 1e-06)
+    """
+    tol = MODE_TOL.get(inference, default)
+    return max(tol, MODE_TOL_PER_PARAMETER * dim) if inference in MODE_TOL and dim >= SPLIT_MIN_DIM else tol
 #: draws (all chains, evenly thinned) from which each extension re-estimates the metric. Adult-10
 #: with 20 % MAR, seed 12: R̂ ≤ 1.01 after 1,200 draws per chain (20,281 gradients) against 2,000
 #: (30,552) with the warm-up's metric kept; seeds 13 and 14 passed after the same 800 draws either
@@ -322,17 +340,17 @@ class PosteriorSampling:
         def thinned(run):
             return run.draws[:, self.mcmc_thin_ - 1::self.mcmc_thin_]
 
-        warmup = self.mcmc_warmup_
+        warmup, last_window = self.mcmc_warmup_, None
         split = CHAIN_PROCESSES > 1 and lik.dim >= SPLIT_MIN_DIM
         if self.missing_mode_ == "mar" and self.mcmc_warmup is None:  # left at its default: by width
-            warmup = mar_warmup(warmup, lik.dim, self.mcmc_chains_)
+            warmup, last_window = mar_warmup(warmup, lik.dim, self.mcmc_chains_)
 
         def adapted_run(start, cov):
             """A run with its own warm-up from ``start`` (metric starting at ``cov``): the result, its
             kept draws and the density the draws are reweighted from."""
             run = hmc(lik.log_posterior, start, cov=cov, warmup=warmup, draws=self.mcmc_draws_ * self.mcmc_thin_,
                       rng=rng, surrogate=lik.surrogate, delayed_acceptance=delayed, fit_transform=fit_map,
-                      metric_target=target, split_chains=split)
+                      metric_target=target, split_chains=split, last_window=last_window)
             kept = thinned(run)
             return run, kept, run.target if not delayed else lik.surrogate(kept.reshape(-1, lik.dim).mean(0))
 

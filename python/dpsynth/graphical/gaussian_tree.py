@@ -88,9 +88,18 @@ class _Rows:
         self.folded.append((w, None if identity else fold, y.numel()))  # None: the rows themselves
 
     def finish(self):
-        """Keep Ω as its diagonal when nothing off the diagonal was folded in and no child adds to it."""
+        """Keep Ω as its diagonal when nothing off the diagonal was folded in and no child adds to it;
+        note whether the tables' own Ω is positive definite (a table at these rows' own granularity
+        makes it so: Ω ⪰ w I) and, where it is fixed, its inverse and log-determinant
+        (:meth:`GaussianTree._message`'s symmetric form)."""
         if not self.children and bool((self.omega == torch.diag(torch.diagonal(self.omega))).all()):
             self.diagonal = torch.diagonal(self.omega).clone()
+        chol, info = torch.linalg.cholesky_ex(self.omega)
+        self.definite = int(info) == 0 and bool((torch.diagonal(chol) > 1e-12 * float(chol.abs().max())).all())
+        self.omega_inv = self.log_det_omega = None
+        if self.definite and not self.children:
+            self.omega_inv = 1.0 / self.diagonal if self.diagonal is not None else torch.cholesky_inverse(chol)
+            self.log_det_omega = 2.0 * float(torch.log(torch.diagonal(chol)).sum())
 
     def omega_times(self, block: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Ω x for x (B, size, k), Ω as :meth:`GaussianTree._message` assembled it (``block``):
@@ -173,7 +182,21 @@ class GaussianTree:
         rows = [offsets[j] + g.index for j, g in enumerate(groups)]
         pair = [r1 * m + r2 for r1 in rows for r2 in rows]
         cells = torch.arange(self.sep[i][0].numel())
-        return {"m": m, "offsets": offsets,
+        # the symmetric form (:meth:`_symmetric_message`) where every group's Ω is positive definite:
+        # Ω⁻¹ of the fixed groups laid out block-diagonally once, the groups with a child's message apart
+        symmetric = bool(groups) and all(g.definite for g in groups)
+        inv_fixed, log_det_fixed, with_child = torch.zeros((m, m), dtype=DTYPE), 0.0, []
+        for j, g in enumerate(groups):
+            if not symmetric:
+                break
+            lo, hi = int(offsets[j]), int(offsets[j + 1])
+            if g.omega_inv is None:
+                with_child.append((j, lo, hi))
+                continue
+            inv_fixed[lo:hi, lo:hi] = torch.diag(g.omega_inv) if g.omega_inv.dim() == 1 else g.omega_inv
+            log_det_fixed += g.log_det_omega
+        return {"m": m, "offsets": offsets, "symmetric": symmetric, "omega_inv": inv_fixed,
+                "log_det_omega": log_det_fixed, "with_child": with_child,
                 "pair_pos": torch.cat(pair) if pair else torch.zeros(0, dtype=torch.long),
                 "pair_cell": cells.repeat(len(pair)),
                 "sep_pos": torch.cat([r * width + self.sep[i][0] for r in rows]) if rows else torch.zeros(0, dtype=torch.long),
@@ -226,12 +249,40 @@ class GaussianTree:
         fp = p.new_zeros((b, m * width)).index_add(1, plan["sep_pos"], p[:, plan["sep_cell"]]).reshape(b, m, width)
         h = p.new_zeros((b, m * width)).index_add(1, plan["sep_pos"], q[:, plan["sep_cell"]]).reshape(b, m, width)
         g_cov = n[:, None, None] * (fdf - (fp / p_s.clamp_min(TINY)[:, None, :]) @ fp.transpose(-1, -2))
+        if plan["symmetric"]:
+            return self._symmetric_message(plan, blocks, eta, g_cov, h, c)
         lu, pivots = lu_factor(torch.eye(m, dtype=DTYPE) + omega_times(g_cov))
         log_det = torch.log(torch.diagonal(lu, dim1=-2, dim2=-1).abs()).sum(-1)
         m_eta = torch.linalg.lu_solve(lu, pivots, eta[:, :, None])                 # M⁻¹ η
         j_s = h.transpose(-1, -2) @ omega_times(torch.linalg.lu_solve(lu, pivots, h, adjoint=True))
         h_s = (h.transpose(-1, -2) @ m_eta)[:, :, 0]
         m_eta = m_eta[:, :, 0]
+        c_s = c - 0.5 * log_det + 0.5 * (eta * (g_cov @ m_eta[:, :, None])[:, :, 0]).sum(-1)
+        return 0.5 * (j_s + j_s.transpose(-1, -2)), h_s, c_s
+
+    @staticmethod
+    def _symmetric_message(plan, blocks, eta, g_cov, h, c):
+        """:meth:`_message`'s (J_S, h_S, c_S) where every group's Ω is positive definite (each holds a
+        table at its own rows' granularity). With K = Ω⁻¹ + G, symmetric positive definite,
+        M = I + ΩG = ΩK, so M⁻¹η = K⁻¹Ω⁻¹η, ΩM⁻ᵀ = K⁻¹ and log|M| = log|Ω| + log|K|: one Cholesky
+        factorisation of K (m³/3 flops, against 2m³/3 for M's LU) and no product with Ω. Ω⁻¹ is
+        fixed but for the groups a child's message adds to (their blocks factorised per point)."""
+        m = g_cov.shape[-1]
+        k = g_cov + plan["omega_inv"]
+        w = eta @ plan["omega_inv"]                                              # Ω⁻¹η of the fixed groups
+        log_det = torch.full_like(c, plan["log_det_omega"])
+        for j, lo, hi in plan["with_child"]:
+            chol = torch.linalg.cholesky(blocks[j])
+            inv = torch.cholesky_inverse(chol)
+            log_det = log_det + 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
+            k = k + torch.nn.functional.pad(inv, (lo, m - hi, lo, m - hi))
+            w = w + torch.nn.functional.pad((inv @ eta[:, lo:hi, None])[:, :, 0], (lo, m - hi))
+        chol_k = torch.linalg.cholesky(k)
+        log_det = log_det + 2.0 * torch.log(torch.diagonal(chol_k, dim1=-2, dim2=-1)).sum(-1)
+        sol = torch.cholesky_solve(torch.cat([w[:, :, None], h], dim=-1), chol_k)
+        m_eta, k_h = sol[:, :, 0], sol[:, :, 1:]
+        j_s = h.transpose(-1, -2) @ k_h
+        h_s = (h.transpose(-1, -2) @ m_eta[:, :, None])[:, :, 0]
         c_s = c - 0.5 * log_det + 0.5 * (eta * (g_cov @ m_eta[:, :, None])[:, :, 0]).sum(-1)
         return 0.5 * (j_s + j_s.transpose(-1, -2)), h_s, c_s
 
