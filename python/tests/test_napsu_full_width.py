@@ -31,7 +31,10 @@ search on two threads, the tree's structured Ω, the map's asinh; 2026-12-04, se
 47 minutes) 88 of 90 (seed 3 missed race Black, seed 4 race Asian-Pac-Islander), all ten mixed
 without a restart, R̂ ≤ 1.0100, least ESS 474.7, peak 2.20 GB; 15,300–25,600 gradients, 213–329 s a fit.
 On 39f793f (the same draws; maps fitted beside the checks, lazy ESS; 2026-12-05, 47 minutes) the same
-88 of 90 and paths, peak 2.35 GB, 215–311 s a fit.
+88 of 90 and paths, peak 2.35 GB, 215–311 s a fit. On 30e5414 (short early warm-up windows, the wide
+mode tolerance; new paths; 2026-12-05, seeds one at a time, 44 minutes) 88 of 90 (seed 3 missed race
+Black, seed 10 race Amer-Indian-Eskimo), all ten mixed without a restart, R̂ ≤ 1.0098, least ESS
+489.6, peak 2.66 GB; 13,300–22,900 gradients, 183–287 s a fit.
 """
 from __future__ import annotations
 

@@ -249,7 +249,7 @@ class GaussianTree:
         fp = p.new_zeros((b, m * width)).index_add(1, plan["sep_pos"], p[:, plan["sep_cell"]]).reshape(b, m, width)
         h = p.new_zeros((b, m * width)).index_add(1, plan["sep_pos"], q[:, plan["sep_cell"]]).reshape(b, m, width)
         g_cov = n[:, None, None] * (fdf - (fp / p_s.clamp_min(TINY)[:, None, :]) @ fp.transpose(-1, -2))
-        if plan["symmetric"]:
+        if plan.get("symmetric"):  # (a tree saved before the symmetric form has no such entry: LU)
             return self._symmetric_message(plan, blocks, eta, g_cov, h, c)
         lu, pivots = lu_factor(torch.eye(m, dtype=DTYPE) + omega_times(g_cov))
         log_det = torch.log(torch.diagonal(lu, dim1=-2, dim2=-1).abs()).sum(-1)
