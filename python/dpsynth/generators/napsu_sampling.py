@@ -203,6 +203,8 @@ def mode_tolerance(inference: str, dim: int, default: float) -> float:
     """
     tol = MODE_TOL.get(inference, default)
     return max(tol, MODE_TOL_PER_PARAMETER * dim) if inference in MODE_TOL and dim >= SPLIT_MIN_DIM else tol
+
+
 #: draws (all chains, evenly thinned) from which each extension re-estimates the metric. Adult-10
 #: with 20 % MAR, seed 12: R̂ ≤ 1.01 after 1,200 draws per chain (20,281 gradients) against 2,000
 #: (30,552) with the warm-up's metric kept; seeds 13 and 14 passed after the same 800 draws either

@@ -66,7 +66,6 @@ def torch_threads(n: int):
         torch.set_num_threads(old)
 
 
-
 def beside(fn: Callable, *args) -> Future:
     """``fn(*args)`` started on a thread of its own, beside the caller's work; the returned future's
     ``result()`` waits for it and returns its value (or raises its exception). For work that runs on

@@ -185,16 +185,16 @@ class GaussianTree:
         # the symmetric form (:meth:`_symmetric_message`) where every group's Ω is positive definite:
         # Ω⁻¹ of the fixed groups laid out block-diagonally once, the groups with a child's message apart
         symmetric = bool(groups) and all(g.definite for g in groups)
-        inv_fixed, log_det_fixed, with_child = torch.zeros((m, m), dtype=DTYPE), 0.0, []
-        for j, g in enumerate(groups):
-            if not symmetric:
-                break
-            lo, hi = int(offsets[j]), int(offsets[j + 1])
-            if g.omega_inv is None:
-                with_child.append((j, lo, hi))
-                continue
-            inv_fixed[lo:hi, lo:hi] = torch.diag(g.omega_inv) if g.omega_inv.dim() == 1 else g.omega_inv
-            log_det_fixed += g.log_det_omega
+        inv_fixed, log_det_fixed, with_child = None, 0.0, []
+        if symmetric:
+            inv_fixed = torch.zeros((m, m), dtype=DTYPE)
+            for j, g in enumerate(groups):
+                lo, hi = int(offsets[j]), int(offsets[j + 1])
+                if g.omega_inv is None:
+                    with_child.append((j, lo, hi))
+                else:
+                    inv_fixed[lo:hi, lo:hi] = torch.diag(g.omega_inv) if g.omega_inv.dim() == 1 else g.omega_inv
+                    log_det_fixed += g.log_det_omega
         return {"m": m, "offsets": offsets, "symmetric": symmetric, "omega_inv": inv_fixed,
                 "log_det_omega": log_det_fixed, "with_child": with_child,
                 "pair_pos": torch.cat(pair) if pair else torch.zeros(0, dtype=torch.long),
