@@ -127,7 +127,7 @@ import warnings
 import numpy as np
 import torch
 
-from ..graphical import Domain, MaxEntModel, canonical_cells, maximal_cliques
+from ..graphical import Domain, MaxEntModel, canonical_cells, maximal_cliques, reused_memory
 from ..graphical.reference import largest_levels
 from ..graphical.icin import IcinModel
 from ..graphical.noise_aware import MODE_TOL as TIGHT_MODE_TOL, NoiseAwareLikelihood, count_groups
@@ -413,7 +413,7 @@ class NAPSUMQ(PosteriorSampling, Generator):
         rows = rows.with_missing_level(names.index(c) for c in level_cols)
         self.domain_, self.level_columns_ = domain, level_cols
         self.analyses_ = [a.formula for a in parsed]
-        with single_thread():
+        with single_thread(), reused_memory():
             measurements = self._measure(rows, domain, source, fixed, among, stars)
             self._fit_posterior(measurements, source)
         self.diagnostics_["fit_seconds"] = time.perf_counter() - t_start

@@ -9,6 +9,7 @@ inference or sampling on a low tree-width Markov network.
 >>> MaxEntModel(Domain(["a", "b"], [3, 2]), [("a", "b")]).D
 5
 """
+from .chunks import reused_memory
 from .domain import Domain
 from .factor import Factor
 from .junction_tree import JunctionTree, greedy_elimination_order
@@ -17,4 +18,4 @@ from .posterior import ConvergenceError, elliptical_slice, ess_bulk, hmc, laplac
 
 __all__ = ["Domain", "Factor", "JunctionTree", "greedy_elimination_order", "MaxEntModel", "canonical_cells",
            "maximal_cliques", "ConvergenceError", "elliptical_slice", "ess_bulk", "hmc", "laplace_approximation",
-           "split_rhat"]
+           "split_rhat", "reused_memory"]

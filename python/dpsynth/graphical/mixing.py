@@ -77,9 +77,16 @@ def average_ranks(x: np.ndarray) -> np.ndarray:
 
 
 def _z_scale(x: np.ndarray) -> np.ndarray:
-    """Normal scores of the average ranks over all chains and draws, per quantity."""
+    """Normal scores Φ⁻¹((r − 3/8)/(S + 1/4)) of the average ranks r over all S chains and draws,
+    per quantity. An average rank is a multiple of ½ in 1…S, so the scores are looked up in a
+    table of the 2S − 1 possible ones (the same values, computed from the same floats) instead of
+    an inverse normal per draw: a NAPSU-MQ check ranks 1,391 cells × 6,400 draws twice or four
+    times, and ``ndtri`` over all of them was a fifth of its R̂."""
     flat = x.reshape(-1, x.shape[-1])
-    return special.ndtri((average_ranks(flat) - 0.375) / (flat.shape[0] + 0.25)).reshape(x.shape)
+    size = flat.shape[0]
+    ranks = average_ranks(flat)
+    table = special.ndtri((np.arange(2, 2 * size + 1) / 2.0 - 0.375) / (size + 0.25))  # r = 1, 1.5, …, S
+    return table[(2.0 * ranks).astype(np.intp) - 2].reshape(x.shape)
 
 
 def _rhat(x: np.ndarray) -> np.ndarray:
