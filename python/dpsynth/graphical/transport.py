@@ -49,9 +49,6 @@ SHAPE_MIN = 0.1
 #: only coordinates whose draws' sample skewness or excess kurtosis exceeds these are fitted (on
 #: Adult-10 under MAR a fifth of the coordinates had skewness below −1)
 SCREEN_SKEW, SCREEN_KURTOSIS = 0.25, 1.0
-#: elements per block of rows in :func:`shash_nll_and_grad` (2¹⁴ / 2¹⁵ / 2¹⁶ / 2¹⁷: a map's fit of
-#: 915 × 627 in 1.07–1.12 / 0.99–1.00 / 1.02–1.06 / 1.04–1.11 s)
-SHASH_CHUNK = 1 << 15
 
 
 class MarginalMap:
@@ -172,65 +169,27 @@ class _SinhArcsinh(torch.autograd.Function):
         return _sinh_arcsinh_pull_back(ctx.saved, grad_x, grad_log_jac), None
 
 
-def _asinh(y: torch.Tensor, root: torch.Tensor) -> torch.Tensor:
-    """asinh y = sign(y) log1p(|y| + y² / (1 + √(1 + y²))) from ``root`` = √(1 + y²) (stable near 0;
-    log 2|y| beyond 1e8, where y² may overflow): torch's own asinh runs element by element (the map's
-    fit, 1,000 draws × 650 coordinates, AMD EPYC, one thread: 18.6 ms a call)."""
-    a = y.abs()
-    value = torch.log1p(a + a * a / (1.0 + root))
-    big = a > 1e8  # there asinh |y| = log 2|y| to double precision (and a² may overflow)
-    if bool(big.any()):  # rare: no second logarithm over every value otherwise
-        value = torch.where(big, torch.log(a) + math.log(2.0), value)
-    return torch.sign(y) * value
-
-
-def shash_nll_and_grad(x: torch.Tensor, loc, log_scale, skew, tail) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per column of x (n, dim), the mean over rows of −log f(x) of the sinh–arcsinh density
-    without its per-column terms −log tail + log scale: with y = (x − loc)/scale, s = tail·asinh(y)
-    − skew, N = ½ sinh²s − log cosh s + ½ log(1 + y²); and the gradient of that mean in (loc,
-    log scale, skew, tail), (4, dim). By hand, in one pass: dN/ds = sinh s cosh s − tanh s,
-    dN/dy = (dN/ds)·tail/√(1 + y²) + y/(1 + y²), then ∂/∂loc = −mean(dN/dy)/scale,
-    ∂/∂log scale = −mean(y·dN/dy), ∂/∂skew = −mean(dN/ds), ∂/∂tail = mean(asinh(y)·dN/ds).
-    sinh and cosh come from e^{±s} (torch's sinh and cosh run element by element) and
-    log cosh s = |s| + log(1 + e^{−2|s|}) − log 2, over blocks of :data:`SHASH_CHUNK` elements that
-    stay in the processor's cache. Through autograd the same loss took ~60 operations over all
-    rows a call: a fit of 915 draws × 627 coordinates (one thread, AMD EPYC) 1.60–1.70 s, now
-    0.99–1.13 s, the fitted numbers equal to 2e-15 (inside a 15-column Adult fit the map's fits
-    took 2.85 s each, 12 of them, ~34 s of the fit's 303 s)."""
-    n = x.shape[0]
-    inv_scale = torch.exp(-log_scale)
-    value, grad = torch.zeros_like(loc), torch.zeros((4,) + tuple(loc.shape), dtype=x.dtype)
-    for rows in x.split(max(1, SHASH_CHUNK // max(1, x.shape[1]))):  # blocks that stay in cache
-        y = (rows - loc) * inv_scale
-        root2 = 1.0 + y * y
-        root = torch.sqrt(root2)
-        a = _asinh(y, root)
-        s = tail * a - skew
-        e = torch.exp(s)
-        e_inv = 1.0 / e
-        sinh, cosh = 0.5 * (e - e_inv), 0.5 * (e + e_inv)
-        small = torch.minimum(e, e_inv)
-        nll = 0.5 * sinh * sinh - (s.abs() + torch.log1p(small * small)) + 0.5 * torch.log(root2)
-        d_s = sinh * cosh - sinh / cosh
-        d_y = d_s * tail / root + y / root2
-        value += nll.sum(0)
-        grad += torch.stack([-(d_y.sum(0)) * inv_scale, -(d_y * y).sum(0), -d_s.sum(0), (d_s * a).sum(0)])
-    return value / n + math.log(2.0), grad / n
-
-
-class _ShashNLL(torch.autograd.Function):
-    """:func:`shash_nll_and_grad` as one autograd node over (loc, log scale, skew, tail)."""
+class _Asinh(torch.autograd.Function):
+    """asinh y = sign(y) log1p(|y| + y² / (1 + √(1 + y²))) (stable near 0; log 2|y| beyond 1e8) with
+    the derivative 1 / √(1 + y²) from the same root: torch's own asinh runs element by element
+    (the map's fit, 1,000 draws × 650 coordinates, AMD EPYC, one thread: 18.6 ms a call, a third of
+    each loss evaluation, its backward as long again)."""
 
     @staticmethod
-    def forward(ctx, x, loc, log_scale, skew, tail):
-        value, grad = shash_nll_and_grad(x, loc, log_scale, skew, tail)
-        ctx.save_for_backward(grad)
-        return value
+    def forward(ctx, y):
+        root = torch.sqrt(1.0 + y * y)
+        ctx.save_for_backward(root)
+        a = y.abs()
+        value = torch.log1p(a + a * a / (1.0 + root))
+        big = a > 1e8  # there asinh |y| = log 2|y| to double precision (and a² may overflow)
+        if bool(big.any()):  # rare: no second logarithm over every value otherwise
+            value = torch.where(big, torch.log(a) + math.log(2.0), value)
+        return torch.sign(y) * value
 
     @staticmethod
-    def backward(ctx, upstream):
-        (grad,) = ctx.saved_tensors
-        return (None, *(upstream * grad))
+    def backward(ctx, grad):
+        (root,) = ctx.saved_tensors
+        return grad / root
 
 
 def _shape(raw_skew, raw_tail):
@@ -282,9 +241,13 @@ def _fit_shash(x: torch.Tensor, max_iter: int) -> tuple:
     def loss():
         loc, log_scale, raw_skew, raw_tail = params
         skew, tail, log_tail = _shape(raw_skew, raw_tail)
-        # −log f(x): the normal's −log φ(z), z = sinh(tail·asinh(y) − skew), less log |dz/dx|
-        nll = _ShashNLL.apply(x, loc, log_scale, skew, tail) - log_tail + log_scale
-        return nll.sum() + penalty * (skew ** 2 + log_tail ** 2).sum()
+        y = (x - loc) / torch.exp(log_scale)
+        s = tail * _Asinh.apply(y) - skew
+        z = torch.sinh(s)
+        log_cosh = s.abs() + torch.log1p(torch.exp(-2 * s.abs())) - math.log(2.0)
+        # −log f(x): the normal's −log φ(z), less log |dz/dx|
+        nll = 0.5 * z * z - log_cosh - log_tail + 0.5 * torch.log1p(y * y) + log_scale
+        return nll.mean(0).sum() + penalty * (skew ** 2 + log_tail ** 2).sum()
 
     opt = torch.optim.LBFGS([params], max_iter=max_iter, line_search_fn="strong_wolfe", tolerance_grad=1e-9)
 
