@@ -1371,3 +1371,10 @@ def test_ridge_cv_is_scikit_learns_ridgecv_with_kfold():
         y = x @ rng.normal(0, 0.3, p) + rng.normal(0, noise, n) + 2.0
         expected = RidgeCV(alphas=np.array(RIDGE_ALPHAS), cv=KFold(4)).fit(x, y).coef_
         np.testing.assert_allclose(ridge_cv(x, y, RIDGE_ALPHAS), expected, rtol=1e-9, atol=1e-12)
+    # bit for bit where rows outnumber columns, in either memory order (the whitened draws are a
+    # transpose: Fortran order); a different rounding would move every later draw of a fit
+    for order in "CF":
+        x = np.asarray(rng.normal(size=(300, 40)), order=order)
+        y = x @ rng.normal(0, 0.3, 40) + rng.normal(0, 1.0, 300)
+        expected = RidgeCV(alphas=np.array(RIDGE_ALPHAS), cv=KFold(4)).fit(x, y).coef_
+        assert np.array_equal(ridge_cv(x, y, RIDGE_ALPHAS), expected)
