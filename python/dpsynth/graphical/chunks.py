@@ -112,6 +112,8 @@ def reused_memory():
     NAPSU-MQ fit's many few-MB tensors (an exact evaluation's clique matrices) first pays a page
     fault per 4 kB: the bundled Adult at 15 columns, 512 exact evaluations on two threads, 278–521
     page faults and 5.8–6.1 ms a point by default, 4–20 and 5.3–5.5 ms kept. Values do not change.
+    Afterwards both thresholds are glibc's documented defaults (128 kB), fixed: the dynamic mmap
+    threshold glibc starts with stays off for the rest of the process (mallopt cannot restore it).
     A no-op where the C library is not glibc.
 
     >>> with reused_memory():
