@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
+import functools
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Sequence
@@ -93,14 +93,15 @@ _GLIBC_DEFAULT = 128 * 1024
 REUSE_BYTES = 32 * 1024 * 1024
 
 
+@functools.lru_cache(maxsize=1)
 def _glibc():
-    """glibc's C library where this process runs on it (Linux), else None."""
+    """The process's C library where it has glibc's ``mallopt`` and ``malloc_trim`` (Linux), else
+    None; looked up once, in the symbols already loaded (no ``ldconfig`` run per fit)."""
     try:
-        name = ctypes.util.find_library("c")
-        libc = ctypes.CDLL(name) if name else None
-        return libc if libc is not None and hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+        libc = ctypes.CDLL(None)
     except OSError:
         return None
+    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
 
 
 @contextlib.contextmanager
@@ -110,8 +111,10 @@ def reused_memory():
     kept memory back (``malloc_trim``). By default glibc maps every block above its threshold
     afresh and unmaps it when freed, and trims the heaps of the worker threads, so each of a
     NAPSU-MQ fit's many few-MB tensors (an exact evaluation's clique matrices) first pays a page
-    fault per 4 kB: the bundled Adult at 15 columns, 512 exact evaluations on two threads, 278–521
-    page faults and 5.8–6.1 ms a point by default, 4–20 and 5.3–5.5 ms kept. Values do not change.
+    fault per 4 kB: the bundled Adult at 15 columns, 512 exact evaluations on two threads, 6,227–6,318
+    page faults and 13.1 ms a point by default in one process (278–521 and 5.8–6.1 ms in another:
+    it depends on what was allocated before), 23–33 and 5.7–6.0 ms inside this block. Values do not
+    change. Only the thresholds that glibc accepted are set back.
     Afterwards both thresholds are glibc's documented defaults (128 kB), fixed: the dynamic mmap
     threshold glibc starts with stays off for the rest of the process (mallopt cannot restore it).
     A no-op where the C library is not glibc.
@@ -123,11 +126,11 @@ def reused_memory():
     if libc is None:
         yield
         return
-    set_ok = libc.mallopt(_M_MMAP_THRESHOLD, REUSE_BYTES) and libc.mallopt(_M_TRIM_THRESHOLD, REUSE_BYTES)
+    changed = [param for param in (_M_MMAP_THRESHOLD, _M_TRIM_THRESHOLD) if libc.mallopt(param, REUSE_BYTES)]
     try:
         yield
     finally:
-        if set_ok:
-            libc.mallopt(_M_MMAP_THRESHOLD, _GLIBC_DEFAULT)
-            libc.mallopt(_M_TRIM_THRESHOLD, _GLIBC_DEFAULT)
+        for param in changed:
+            libc.mallopt(param, _GLIBC_DEFAULT)
+        if changed:
             libc.malloc_trim(0)
