@@ -47,23 +47,20 @@ def _split(x: np.ndarray) -> np.ndarray:
     return np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)
 
 
-def average_ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 1…S of each column of x (S, k), ties given their average rank: scipy's
-    ``rankdata(method="average", axis=0)`` from one sort per column (scipy's took 1.25 s on
-    12,800 × 550 draws here, this 0.25 s). Every rank is first set to its position in the sort;
-    only the entries of tie groups (few: the folded draws |x − median| of an even count tie the
-    two middle ones in every column) are then given their group's average, so a tie costs what
-    it touches, not a pass over all columns."""
-    rows = np.ascontiguousarray(np.asarray(x, dtype=float).T)      # (k, S): sort along contiguous rows
+def _rank_positions(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, the sorted rows, twice the average rank less 2) of ``rows`` (k, S) ranked along their
+    contiguous axis: the third, (k, S) in sorted order, is 2j for the entry at position j of the sort
+    and, inside a tie group, start + end (its first and last positions). Only tie groups' entries
+    are touched (few: the folded draws |x − median| of an even count tie the two middle ones in
+    every column), so a tie costs what it touches, not a pass over all columns."""
     size = rows.shape[1]
     order = np.argsort(rows, axis=1)
     ordered = np.take_along_axis(rows, order, axis=1)
-    ranks = np.empty(rows.shape)
-    np.put_along_axis(ranks, order, np.broadcast_to(np.arange(1.0, size + 1.0), rows.shape), axis=1)
+    twice = np.broadcast_to(np.arange(0, 2 * size, 2), rows.shape)
     tie = np.zeros(rows.shape, dtype=bool)
     tie[:, 1:] = ordered[:, 1:] == ordered[:, :-1]          # equal to the one before: inside a group
     if not tie.any():  # no ties (continuous draws): the rank is the position in the sort
-        return ranks.T
+        return order, ordered, twice
     grouped = tie.copy()
     grouped[:, :-1] |= tie[:, 1:]                           # … or the first of a group
     row, pos = np.nonzero(grouped)                          # row-major: each group's entries in order
@@ -72,21 +69,44 @@ def average_ranks(x: np.ndarray) -> np.ndarray:
     ends_here = np.ones(row.size, dtype=bool)
     ends_here[:-1] = ~tie[row[1:], pos[1:]] | (row[1:] != row[:-1])
     ends = np.minimum.accumulate(np.where(ends_here, entries, row.size)[::-1])[::-1]
-    ranks[row, order[row, pos]] = 0.5 * (pos[starts] + pos[ends]).astype(float) + 1.0
+    twice = twice.copy()
+    twice[row, pos] = pos[starts] + pos[ends]
+    return order, ordered, twice
+
+
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1…S of each column of x (S, k), ties given their average rank: scipy's
+    ``rankdata(method="average", axis=0)`` from one sort per column (scipy's took 1.25 s on
+    12,800 × 550 draws here, this 0.25 s; :func:`_rank_positions`)."""
+    rows = np.ascontiguousarray(np.asarray(x, dtype=float).T)      # (k, S): sort along contiguous rows
+    order, _, twice = _rank_positions(rows)
+    ranks = np.empty(rows.shape)
+    np.put_along_axis(ranks, order, twice / 2.0 + 1.0, axis=1)
     return ranks.T
 
 
+def _score_table(size: int) -> np.ndarray:
+    """The normal scores Φ⁻¹((r − 3/8)/(S + 1/4)) of every average rank r = 1, 1.5, …, S of S draws,
+    indexed by 2r − 2: an average rank is a multiple of ½, so the scores are looked up instead of
+    an inverse normal per draw (a NAPSU-MQ check ranks 1,391 cells × 6,400 draws twice or four
+    times, and ``ndtri`` over all of them was a fifth of its R̂)."""
+    return special.ndtri((np.arange(2, 2 * size + 1) / 2.0 - 0.375) / (size + 0.25))
+
+
+def _scores(rows: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(normal scores (k, S) of ``rows`` (k, S) over their contiguous axis, the rows sorted): each
+    score put straight where its draw sits (no array of ranks in between)."""
+    order, ordered, twice = _rank_positions(rows)
+    z = np.empty(rows.shape)
+    np.put_along_axis(z, order, table[twice], axis=1)
+    return z, ordered
+
+
 def _z_scale(x: np.ndarray) -> np.ndarray:
-    """Normal scores Φ⁻¹((r − 3/8)/(S + 1/4)) of the average ranks r over all S chains and draws,
-    per quantity. An average rank is a multiple of ½ in 1…S, so the scores are looked up in a
-    table of the 2S − 1 possible ones (the same values, computed from the same floats) instead of
-    an inverse normal per draw: a NAPSU-MQ check ranks 1,391 cells × 6,400 draws twice or four
-    times, and ``ndtri`` over all of them was a fifth of its R̂."""
-    flat = x.reshape(-1, x.shape[-1])
-    size = flat.shape[0]
-    ranks = average_ranks(flat)
-    table = special.ndtri((np.arange(2, 2 * size + 1) / 2.0 - 0.375) / (size + 0.25))  # r = 1, 1.5, …, S
-    return table[(2.0 * ranks).astype(np.intp) - 2].reshape(x.shape)
+    """Normal scores of the average ranks over all S chains and draws, per quantity (x: (…, k);
+    :func:`_score_table`), quantities slowest in memory."""
+    rows = np.ascontiguousarray(x.reshape(-1, x.shape[-1]).T)
+    return _scores(rows, _score_table(rows.shape[1]))[0].T.reshape(x.shape)
 
 
 def _rhat(x: np.ndarray) -> np.ndarray:
@@ -160,11 +180,20 @@ def _rhat_and_ess(x: np.ndarray, rhat: bool, ess: bool) -> tuple:
     non-finite quantities are set to NaN."""
     nan = np.full(x.shape[-1], np.nan)
     s = _split(np.where(np.isfinite(x), x, 0.0))
-    z = _z_scale(s)
+    rows = np.ascontiguousarray(s.reshape(-1, s.shape[-1]).T)   # (k, S): each quantity's draws in a row
+    size = rows.shape[1]
+    table = _score_table(size)
+    z_rows, ordered = _scores(rows, table)
+    z = z_rows.T.reshape(s.shape)  # a view, quantities slowest: the memory order the sums below were measured in
     r = e = None
     with np.errstate(invalid="ignore", divide="ignore"):
         if rhat:
-            tail = _rhat(_z_scale(np.abs(s - np.median(s.reshape(-1, s.shape[-1]), axis=0))))
+            # the median of each quantity from its sorted draws (np.median's value: the middle
+            # one, or the mean of the middle two), then the folded draws' scores
+            half = size // 2
+            median = ordered[:, half] if size % 2 else 0.5 * (ordered[:, half - 1] + ordered[:, half])
+            tail_rows = _scores(np.abs(rows - median[:, None]), table)[0]
+            tail = _rhat(tail_rows.T.reshape(s.shape))
             r = np.fmax(_rhat(z), tail) if x.shape[0] >= 2 else nan
         if ess:
             total = z.shape[0] * z.shape[1]
