@@ -8,10 +8,9 @@ in warm-up restart where the others are, ``diagnostics_["warmup_restarts"]``; af
 chain takes, at random, a shorter step in a tenth of its draws, so that one where the adapted step
 is beyond the leapfrog's stable range still moves: :data:`dpsynth.graphical.posterior.SHORT_STEPS`; for
 large models half of each batch of chains is differentiated in a forked helper process,
-:data:`CHAIN_PROCESSES`), extends the run
-while the released cells' split R̂ / bulk ESS miss their targets (a run still unmixed after
-:data:`RESTART_AFTER` extensions, its R̂ stalled, or a large model's run far from mixed after its
-first extension (:func:`far_from_mixed`), adapts afresh once, ``diagnostics_["restarts"]``;
+:data:`CHAIN_PROCESSES`), extends the run while the released cells' split R̂ / bulk ESS miss their
+targets (a run still unmixed after :data:`RESTART_AFTER` extensions, its R̂ stalled, or a large model's
+run far from mixed after its first extension (:func:`far_from_mixed`), adapts afresh once, ``diagnostics_["restarts"]``;
 every check's R̂ and ESS: ``diagnostics_["mixing_path"]``), reweights the draws to the exact
 posterior by Pareto-smoothed importance sampling (Vehtari et al. 2024), and hands m posterior draws
 to the sampler of synthetic rows. It reads the generator's options (``inference``, ``mcmc_*``,
@@ -29,7 +28,7 @@ import warnings
 import numpy as np
 import torch
 
-from ..graphical.chunks import beside, cores, map_chunks, torch_threads
+from ..graphical.chunks import beside, cores, map_chunks, one_core, torch_threads
 from ..graphical.metric import shrunk_covariance
 from ..graphical.mixing import GrowingCellProbs, finite_extreme, format_rhat
 from ..graphical.noise_aware import fit_draws
@@ -389,10 +388,11 @@ class PosteriorSampling:
             return point
 
         def diagnose_from(draws, start):
-            # the exact evaluations behind the importance weights (most of a fit's cost beside the
-            # chains) only when the chains' R̂ already meets its target, and so is the chains' ESS
-            # (the reweighting computes the ESS of the draws a fit ends with in any case)
-            cells = self._cell_diagnostics(draws[:, start:], probs(draws)[:, start:], lazy=not delayed)
+            # the exact evaluations behind the importance weights (most of a fit's cost beside the chains)
+            # only when the chains' R̂ already meets its target, and so is the chains' ESS (the reweighting
+            # computes the ESS of the draws a fit ends with in any case); R̂ on one core while a map fits beside
+            with one_core(pending is not None):
+                cells = self._cell_diagnostics(draws[:, start:], probs(draws)[:, start:], lazy=not delayed)
             if not delayed and cells.get("rhat_max_cells", math.inf) <= self.rhat_target:
                 cells.update(reweight(draws, start))
             return cells
