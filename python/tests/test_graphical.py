@@ -463,8 +463,9 @@ def test_mixing_diagnostics_match_arviz():
 
 def test_mixing_diagnostics_on_two_threads_equal_one():
     """Above THREAD_QUANTITIES quantities rhat_and_ess works on two column blocks in threads: the
-    values (ties, a constant and a non-finite quantity included) equal one block's bitwise, and
-    average_ranks' no-ties shortcut gives scipy's ranks."""
+    values (ties, a constant and a non-finite quantity included) equal one block's bitwise, and those
+    of both blocks in the calling thread (chunks.one_core); average_ranks' no-ties shortcut gives
+    scipy's ranks."""
     from scipy.stats import rankdata
 
     from dpsynth.graphical import chunks, mixing
@@ -485,6 +486,18 @@ def test_mixing_diagnostics_on_two_threads_equal_one():
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
     assert np.isnan(two[0][120]) and np.isnan(two[1][120]) and np.isfinite(two[0][:80]).all()
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("one_core: map_chunks must not start threads")
+    pool, chunks.ThreadPoolExecutor = chunks.ThreadPoolExecutor, no_pool
+    try:
+        with chunks.one_core():  # the calling thread alone (a map fits beside it in a NAPSU-MQ check)
+            alone = mixing.rhat_and_ess(x)
+    finally:
+        chunks.ThreadPoolExecutor = pool
+    for a, b in zip(alone, two):
+        np.testing.assert_array_equal(a, b)
+    assert chunks.cores() == 2  # the block's limit ends with it
     flat = x.reshape(-1, 150)[:, :20]
     np.testing.assert_array_equal(mixing.average_ranks(flat), rankdata(flat, axis=0))
     np.testing.assert_array_equal(mixing.average_ranks(np.round(flat)), rankdata(np.round(flat), axis=0))

@@ -649,7 +649,9 @@ def test_a_run_slow_to_mix_restarts_once_with_a_fresh_warmup(toy_fit, monkeypatc
 
 def test_a_run_whose_rhat_still_falls_is_not_restarted(toy_fit, monkeypatch):
     """Past RESTART_AFTER extensions, a run is restarted only once its R̂ has stalled: with the
-    stall ratio out of reach, the same unmixed run keeps every draw."""
+    stall ratio out of reach, the same unmixed run keeps every draw, however far from mixed and
+    however large the model (a restart cost the bundled Adult's 15-column fits a second warm-up and
+    more draws than going on: the note after napsu_sampling.STALL_CHECKS)."""
     from dpsynth.generators import napsu_sampling
 
     monkeypatch.setattr(napsu_sampling, "RESTART_AFTER", 2)
@@ -690,33 +692,6 @@ def test_the_mode_search_of_a_large_model_runs_on_the_machines_cores(monkeypatch
     Lik.dim += 1
     napsu_sampling.PosteriorSampling()._mode(Lik(), "x", 1.0)
     assert seen == [cores(), 1, 1] and torch.get_num_threads() == before
-
-
-def test_a_large_models_run_far_from_mixed_restarts_after_its_first_extension(toy_fit, monkeypatch):
-    """A large model's run whose R̂, after its first extension, still puts the target more than
-    EARLY_RESTART_DRAWS draws per chain away adapts afresh at once (no stall needed); a smaller
-    model's run, or a run whose guide is within reach, does not."""
-    from dpsynth.generators import napsu_sampling
-
-    calls = _record_hmc(monkeypatch, "metric_target")
-    monkeypatch.setattr(napsu_sampling, "STALL_RATIO", 1e9)          # the stall rule never fires
-    monkeypatch.setattr(napsu_sampling, "MAX_EXTENSIONS", 3)
-    monkeypatch.setattr(napsu_sampling, "RETUNE_ACCEPT", 1.0)
-    monkeypatch.setattr(napsu_sampling, "EARLY_RESTART_DRAWS", 0)    # any guide is too far
-    df, _ = toy_fit
-
-    def fit(min_dim):
-        calls.clear()
-        monkeypatch.setattr(napsu_sampling, "EARLY_RESTART_MIN_DIM", min_dim)
-        with pytest.warns(dpsynth.PosteriorNotMixedWarning):
-            return NAPSUMQ(1.0, 1 / 2000 ** 2, queries=TOY_QUERY, mcmc_chains=3, mcmc_warmup=30, mcmc_draws=20,
-                           rhat_target=1.0 + 1e-9).fit(df, TOY_SCHEMA, seed=1).diagnostics_
-
-    d = fit(0)  # every model is large
-    assert d["restarts"] == 1 and [c["warmup"] for c in calls] == [30, 0, 30, 0]
-    assert torch.equal(calls[2]["init"], calls[1]["draws"][:, -1])
-    d = fit(10 ** 9)  # no model is
-    assert d["restarts"] == 0 and [c["warmup"] for c in calls] == [30, 0, 0, 0]
 
 
 def test_the_sampler_reports_each_check_when_progress_is_on(toy_fit, monkeypatch, capsys):

@@ -9,8 +9,8 @@ chain takes, at random, a shorter step in a tenth of its draws, so that one wher
 is beyond the leapfrog's stable range still moves: :data:`dpsynth.graphical.posterior.SHORT_STEPS`; for
 large models half of each batch of chains is differentiated in a forked helper process,
 :data:`CHAIN_PROCESSES`), extends the run while the released cells' split R̂ / bulk ESS miss their
-targets (a run still unmixed after :data:`RESTART_AFTER` extensions, its R̂ stalled, or a large model's
-run far from mixed after its first extension (:func:`far_from_mixed`), adapts afresh once, ``diagnostics_["restarts"]``;
+targets (a run still unmixed after :data:`RESTART_AFTER` extensions, its R̂ stalled, adapts afresh once,
+``diagnostics_["restarts"]``;
 every check's R̂ and ESS: ``diagnostics_["mixing_path"]``), reweights the draws to the exact
 posterior by Pareto-smoothed importance sampling (Vehtari et al. 2024), and hands m posterior draws
 to the sampler of synthetic rows. It reads the generator's options (``inference``, ``mcmc_*``,
@@ -231,36 +231,14 @@ RESTART_AFTER = 4
 #: margin (rhat_target − 1): near its target R̂ hovers (the bundled 10 columns, seed 1: 1.0102,
 #: 1.0101, 1.0101 after 900–1,100 draws, mixed at 1,200), which is no reason to start again
 STALL_CHECKS, STALL_RATIO, STALL_ABOVE = 4, 0.9, 2.0
-#: a large model's run (:data:`EARLY_RESTART_MIN_DIM`) also starts again once, at any
-#: check from the first extension on, when its R̂ says it is far from mixed: :func:`draws_to_target`
-#: above EARLY_RESTART_DRAWS per chain, ten times the first run and twice what a fresh warm-up and a
-#: typical run cost. The bundled Adult at 15 columns (study of 2026-12-04, seeds 1–10): seed 10 sat
-#: at R̂ 1.147 / 1.108 after 200 / 300 draws per chain (~3,000 draws to go by that guide), its R̂ − 1
-#: falling as slowly as 1 / draws all the way, until the stall rule restarted it after 1,300 draws
-#: (46,089 gradients, 632.9 s; after the restart it mixed in 500 draws), while the nine others' guide
-#: never exceeded 1,060 draws at any check from the second on (their R̂ 1.03 or less after 300 draws).
-#: In the study of 82a9261 (the same seeds, other paths) the largest such guide was seed 10's 1,731
-#: draws (R̂ 1.0577 after 300): the rule did not fire, and every fit mixed without a restart
-EARLY_RESTART_DRAWS = 2000
-#: ... from this many parameters (the large models whose chains are split over two processes)
-EARLY_RESTART_MIN_DIM = SPLIT_MIN_DIM
-
-
-def far_from_mixed(dim: int, path: list, target: float) -> bool:
-    """Whether a run of a model of ``dim`` parameters, whose checks so far are ``path`` (draws per
-    chain, R̂, ESS), should start again now (:data:`EARLY_RESTART_DRAWS`): a large model (at least
-    :data:`EARLY_RESTART_MIN_DIM` parameters), after its first extension, R̂ still a guide
-    (:func:`draws_to_target`) of more than EARLY_RESTART_DRAWS draws per chain away.
-
-    >>> far_from_mixed(1027, [(200, 1.147, 76), (300, 1.108, 97)], 1.01)
-    True
-    >>> far_from_mixed(1027, [(200, 1.050, 210), (300, 1.033, 395)], 1.01), far_from_mixed(421, [(200, 1.147, 76), (300, 1.108, 97)], 1.01)
-    (False, False)
-    """
-    if dim < EARLY_RESTART_MIN_DIM or len(path) < 2:
-        return False
-    need = draws_to_target(path[-1][0], path[-1][1], target)
-    return need is not None and need > EARLY_RESTART_DRAWS
+#: (a large model's run far from mixed after its first extension, R̂ guiding to more than 2,000 draws
+#: per chain, also restarted, from 2026-12-04 to 74c3c6e. It went: the bundled Adult at 15 columns,
+#: ca6dd5a, seed 1 (R̂ 1.165 / 1.099 after 200 / 300 draws per chain: one chain of 16 sat where four
+#: rare cells of three tables had 0.02–0.05 and one 3.9 times the others' probability, at a typical
+#: exact log density) and seed 8 took 472.6 / 460.1 s with the restart and 302.1 / 335.2 s without it,
+#: mixed after 1,000 / 1,100 draws on the draws after the first 200 (:data:`TRANSIENT_MODES`); leaving
+#: out the first half of the draws instead took seed 1 to 1,200 draws, 336.2 s: a shorter set's R̂ is
+#: noisier. docs/napsu-measurements.md, "Session of 2026-12-05, third")
 
 
 #: the first draws after warm-up can still be a transient (chains travelling from their starts near
@@ -432,12 +410,9 @@ class PosteriorSampling:
         while not self._mixed(cells) and extended < MAX_EXTENSIONS:
             # the metric from every draw so far: warm-up's last window saw fewer, less mixed draws
             flat = flat_of(draws)
-            if RESTART_AFTER is not None and not restarts and (far_from_mixed(lik.dim, path, self.rhat_target) or (
-                    extended >= RESTART_AFTER and
-                    stalled([rhat for _, rhat, _ in path], floor=1.0 + STALL_ABOVE * (self.rhat_target - 1.0)))):
-                # slow to mix after RESTART_AFTER extensions and no longer improving (or, for a large
-                # model, far from mixed after its first extension): adapt afresh, keep only the new run's draws
-                # (the restart counts as one of the MAX_EXTENSIONS)
+            if RESTART_AFTER is not None and not restarts and extended >= RESTART_AFTER and \
+                    stalled([rhat for _, rhat, _ in path], floor=1.0 + STALL_ABOVE * (self.rhat_target - 1.0)):
+                # stalled after RESTART_AFTER extensions: adapt afresh, keep the new run's draws (one of MAX_EXTENSIONS)
                 if pending is not None:
                     pending.result()  # not used: its thread ends before the chains start
                 res, draws, guide = adapted_run(draws[:, -1], metric_of(flat))
