@@ -102,13 +102,6 @@ def _scores(rows: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return z, ordered
 
 
-def _z_scale(x: np.ndarray) -> np.ndarray:
-    """Normal scores of the average ranks over all S chains and draws, per quantity (x: (…, k);
-    :func:`_score_table`), quantities slowest in memory."""
-    rows = np.ascontiguousarray(x.reshape(-1, x.shape[-1]).T)
-    return _scores(rows, _score_table(rows.shape[1]))[0].T.reshape(x.shape)
-
-
 def _rhat(x: np.ndarray) -> np.ndarray:
     n = x.shape[1]
     b = n * np.var(x.mean(axis=1), axis=0, ddof=1)
