@@ -50,9 +50,10 @@ def cores() -> int:
 def one_core(held: bool = True):
     """Run a block's :func:`map_chunks` (those of the calling thread) on the calling thread alone
     (``held=False``: as before, for callers that decide at run time), for work beside a thread that
-    keeps the other core busy (:func:`beside`): three threads on two cores slow both. The values are the same (a chunk's value does not depend on its thread). The
-    bundled Adult at 15 columns, seed 6 under py-spy: the next coordinate map, fitted beside each
-    check's R̂ on two threads, kept the sampler waiting 1.3–2.1 s after every check (13.3 s a fit).
+    keeps the other core busy (:func:`beside`): three threads on two cores slow both. The values
+    are the same (a chunk's value does not depend on its thread). The bundled Adult at 15 columns,
+    seed 6 under py-spy: the next coordinate map, fitted beside each check's R̂ on two threads, kept
+    the sampler waiting 1.3–2.1 s after every check (13.3 s a fit).
 
     >>> with one_core():
     ...     cores()
