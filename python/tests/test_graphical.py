@@ -348,6 +348,38 @@ def test_fit_marginal_map_runs_on_the_callers_torch_threads(monkeypatch):
     assert fit_marginal_map(torch.as_tensor(x)).active.numel() == 3 and calls == []
 
 
+def test_fit_marginal_map_over_blocks_of_coordinates_is_the_one_block_fit():
+    """The map's loss is evaluated over blocks of coordinates on two threads (blocks split at
+    multiples of transport.BLOCK_COLUMNS): the fitted map equals the fit as one block (one thread,
+    chunks.one_core) bit for bit, so a NAPSU-MQ fit's draws do not depend on the number of cores."""
+    from dpsynth.graphical import chunks, transport
+
+    rng = np.random.default_rng(3)
+    x = torch.as_tensor(np.column_stack([-rng.gumbel(size=(700, 150)) * rng.uniform(0.5, 2, 150),
+                                         np.log(rng.gamma(rng.uniform(0.5, 3, 90), size=(700, 90))),
+                                         rng.normal(size=(700, 30))]))
+    calls = []
+    real = transport._shash_terms
+
+    def counted(params, xb):
+        calls.append(xb.shape[1])
+        return real(params, xb)
+
+    transport._shash_terms = counted
+    try:
+        blocks = transport.fit_marginal_map(x)
+        split = sorted(set(calls))
+        calls.clear()
+        with chunks.one_core():
+            whole = transport.fit_marginal_map(x)
+    finally:
+        transport._shash_terms = real
+    assert whole.active.numel() > 200 and transport.BLOCK_COLUMNS == 64
+    assert split == [whole.active.numel() - 128, 128] and calls and set(calls) == {whole.active.numel()}
+    for name in ("active", "loc", "scale", "skew", "tail"):
+        assert torch.equal(getattr(blocks, name), getattr(whole, name)), name
+
+
 def test_hmc_in_fitted_marginal_coordinates_recovers_a_skewed_target():
     """The chains move in z with x = map(z), the map refitted at each slow warm-up window: the
     draws (returned in x) still have the target's moments, and the map found the left skew of

@@ -745,9 +745,8 @@ def test_rhat_falls_as_one_over_draws_whatever_the_chains_which_the_progress_gui
     assert draws_to_target(400, 1.009, 1.01) is None and draws_to_target(400, math.nan, 1.01) is None
 
 
-def test_a_lazy_check_computes_the_ess_only_where_rhat_meets_its_target():
-    """_cell_diagnostics(lazy=True) (the check of the draws after a possible transient): the same R̂,
-    and the same ESS where R̂ meets its target; NaN where R̂ misses it (the ESS decides nothing there)."""
+def _cells_of_draws():
+    """A PosteriorSampling whose released cells are the draws' own coordinates (R̂ target 1.01)."""
     from dpsynth.generators.napsu_sampling import PosteriorSampling
 
     class Cells(PosteriorSampling):
@@ -756,13 +755,47 @@ def test_a_lazy_check_computes_the_ess_only_where_rhat_meets_its_target():
         def _cell_probs(self, draws):
             return draws.numpy()
 
+    return Cells()
+
+
+def test_a_lazy_check_computes_the_ess_only_where_rhat_meets_its_target():
+    """_cell_diagnostics(lazy=True) (the check of the draws after a possible transient): the same R̂,
+    and the same ESS where R̂ meets its target; NaN where R̂ misses it (the ESS decides nothing there)."""
+    cells = _cells_of_draws()
     rng = np.random.default_rng(0)
     mixed = torch.as_tensor(rng.normal(size=(8, 400, 3)))
     apart = mixed + torch.arange(8.0, dtype=torch.float64)[:, None, None]  # chains far apart
     for draws, met in ((mixed, True), (apart, False)):
-        full, lazy = Cells()._cell_diagnostics(draws), Cells()._cell_diagnostics(draws, lazy=True)
+        full, lazy = cells._cell_diagnostics(draws), cells._cell_diagnostics(draws, lazy=True)
         assert lazy["rhat_max_cells"] == full["rhat_max_cells"] and (full["rhat_max_cells"] <= 1.01) == met
         assert lazy["ess_bulk_min_cells"] == full["ess_bulk_min_cells"] if met else math.isnan(lazy["ess_bulk_min_cells"])
+
+
+def test_a_screened_check_decides_as_the_full_one():
+    """A check of the draws after a transient first computes R̂ of the cells that were worst over all
+    draws (``worst_cells`` of a lazy check; SCREEN_CELLS of them): where one of those misses the
+    target the check stops with their R̂ (a lower bound), otherwise it computes every cell as before."""
+    from dpsynth.generators import napsu_sampling
+    from dpsynth.graphical.mixing import split_rhat
+
+    cells = _cells_of_draws()
+    rng = np.random.default_rng(4)
+    draws = torch.as_tensor(rng.normal(size=(8, 400, 100)))
+    draws[..., 7] += 0.3 * torch.arange(8.0, dtype=torch.float64)[:, None]  # two cells' chains apart
+    draws[..., 61] += 0.2 * torch.arange(8.0, dtype=torch.float64)[:, None]
+    full = cells._cell_diagnostics(draws, lazy=True)
+    rhat = split_rhat(draws.numpy())
+    worst = full.pop("worst_cells")
+    assert len(worst) == min(napsu_sampling.SCREEN_CELLS, 100) and {7, 61} <= set(worst.tolist())
+    assert set(np.argsort(rhat)[-len(worst):].tolist()) == set(worst.tolist())
+    assert full["rhat_max_cells"] == rhat.max() > 1.01
+    screened = cells._cell_diagnostics(draws, lazy=True, screen=np.array([7, 61]))
+    assert screened["rhat_max_cells"] == rhat[[7, 61]].max() and math.isnan(screened["ess_bulk_min_cells"])
+    mixed = draws.clone()
+    mixed[..., 7], mixed[..., 61] = draws[..., 8], draws[..., 62]
+    good = cells._cell_diagnostics(mixed, lazy=True, screen=np.array([7, 61]))
+    again = cells._cell_diagnostics(mixed, lazy=True)
+    assert good.pop("worst_cells").tolist() == again.pop("worst_cells").tolist() and good == again
 
 
 def test_a_check_can_leave_out_a_transient(toy_fit, monkeypatch):
@@ -774,7 +807,7 @@ def test_a_check_can_leave_out_a_transient(toy_fit, monkeypatch):
     real = napsu_sampling.PosteriorSampling._cell_diagnostics
     seen = []
 
-    def fake(self, draws, probs=None, lazy=False):  # R̂ faked, so the ESS is computed whatever R̂ is
+    def fake(self, draws, probs=None, lazy=False, screen=None):  # R̂ faked, so the ESS is computed whatever R̂ is
         cells = real(self, draws, probs)
         seen.append(draws.shape[1])
         cells["rhat_max_cells"] = 1.5 if draws.shape[1] == max(seen) else 1.0  # the whole set comes first

@@ -33,8 +33,11 @@ True
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
+
+from .chunks import cores
 
 DTYPE = torch.float64
 #: bounds of the tail parameter: below 0.5 a step of a few units in z would map to a
@@ -203,11 +206,12 @@ def fit_marginal_map(draws: torch.Tensor, max_iter: int = 30, max_draws: int = 1
     (sample |skewness| > :data:`SCREEN_SKEW` or |excess kurtosis| > :data:`SCREEN_KURTOSIS`, over
     all draws), by penalised maximum likelihood (L-BFGS over those coordinates at once; they are
     independent problems) on at most ``max_draws`` draws, thinned evenly. Starts at the median and
-    the robust spread (IQR / 1.349), the identity shape. The other coordinates keep x = z. The fit
-    runs on the caller's torch threads (one inside a NAPSU-MQ fit). It ran two from commit 1cfb404
-    to 2026-12-01: faster alone, but each of its many small parallel regions waits for the slower
-    thread, so with the other core busy it was several times slower. On the 2-core Intel machine
-    of 2026-12-01, 1,000 draws × 650 skewed coordinates: alone 1.15–1.28 s on two threads, 2.08–2.19
+    the robust spread (IQR / 1.349), the identity shape. The other coordinates keep x = z. Each
+    evaluation of the loss runs over blocks of coordinates on Python threads (:func:`_fit_shash`),
+    each block on the caller's torch threads (one inside a NAPSU-MQ fit). torch's own intra-op
+    threads ran the whole fit from commit 1cfb404 to 2026-12-01: faster alone, but each of its many
+    small parallel regions waits for the slower thread, so with the other core busy it was several
+    times slower. On the 2-core Intel machine of 2026-12-01, 1,000 draws × 650 skewed coordinates: alone 1.15–1.28 s on two threads, 2.08–2.19
     on one; beside one busy process 5.8–9.4 s on two, 2.3–2.5 on one. The 1,392 draws × 656
     screened coordinates of a 15-column Adult fit: alone 1.57 s on two, 1.36–1.50 on one; beside a
     second fit 10.96 s on two, 1.40 on one. A 15-column fit beside another (seed 6 of the bundled
@@ -227,8 +231,33 @@ def fit_marginal_map(draws: torch.Tensor, max_iter: int = 30, max_draws: int = 1
     return MarginalMap(loc, scale, skew, tail)
 
 
+#: :func:`_fit_shash` splits the coordinates into blocks at multiples of this many columns: torch's
+#: column means of an (n, k) array (its reduction over rows, vectorised across columns) then equal
+#: those of the whole array bit for bit (tested; an arbitrary split changes the last bit of some)
+BLOCK_COLUMNS = 64
+
+
+def _shash_terms(params: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(−log f(x) averaged over the rows of x, the shape penalty's squares), one per column of x,
+    for the map's four numbers per column (``params`` (4, k)): the normal's −log φ(z) less log |dz/dx|."""
+    loc, log_scale, raw_skew, raw_tail = params
+    skew, tail, log_tail = _shape(raw_skew, raw_tail)
+    y = (x - loc) / torch.exp(log_scale)
+    s = tail * _Asinh.apply(y) - skew
+    z = torch.sinh(s)
+    log_cosh = s.abs() + torch.log1p(torch.exp(-2 * s.abs())) - math.log(2.0)
+    nll = 0.5 * z * z - log_cosh - log_tail + 0.5 * torch.log1p(y * y) + log_scale
+    return nll.mean(0), skew ** 2 + log_tail ** 2
+
+
 def _fit_shash(x: torch.Tensor, max_iter: int) -> tuple:
-    """(loc, scale, skew, tail) of each column of x by penalised maximum likelihood."""
+    """(loc, scale, skew, tail) of each column of x by penalised maximum likelihood. The loss is a
+    sum of the columns' own terms, so each evaluation's value and gradient are computed over blocks
+    of columns (:data:`BLOCK_COLUMNS`) on :func:`dpsynth.graphical.chunks.cores` threads, each block's
+    forward and backward on one thread (torch's intra-op threads would wait at each of the loss's
+    many small parallel regions: :func:`fit_marginal_map`), with the values of one block. Draws of
+    the bundled Adult at 15 columns (786–806 mapped coordinates of 1,027), AMD EPYC, alone: 1.32–2.03 s
+    as one block, 0.89–1.41 s as two, the same maps."""
     n, dim = x.shape
     q = torch.quantile(x, torch.tensor([0.25, 0.5, 0.75], dtype=DTYPE), dim=0)
     spread = torch.clamp((q[2] - q[0]) / 1.349, min=1e-6)
@@ -237,27 +266,36 @@ def _fit_shash(x: torch.Tensor, max_iter: int) -> tuple:
     params = torch.stack([q[1], torch.log(spread), torch.zeros(dim, dtype=DTYPE),
                           torch.full((dim,), math.log(mid / (1 - mid)), dtype=DTYPE)]).requires_grad_(True)
     penalty = SHAPE_WEIGHT / n / (2 * SHAPE_SD ** 2)
+    blocks = min(cores(), dim // BLOCK_COLUMNS)
+    edges = [0] + [BLOCK_COLUMNS * round(dim * k / blocks / BLOCK_COLUMNS) for k in range(1, blocks)] + [dim]
+    columns = [(slice(lo, hi), x[:, lo:hi].contiguous()) for lo, hi in zip(edges[:-1], edges[1:])] \
+        if blocks > 1 else [(slice(None), x)]
 
-    def loss():
-        loc, log_scale, raw_skew, raw_tail = params
-        skew, tail, log_tail = _shape(raw_skew, raw_tail)
-        y = (x - loc) / torch.exp(log_scale)
-        s = tail * _Asinh.apply(y) - skew
-        z = torch.sinh(s)
-        log_cosh = s.abs() + torch.log1p(torch.exp(-2 * s.abs())) - math.log(2.0)
-        # −log f(x): the normal's −log φ(z), less log |dz/dx|
-        nll = 0.5 * z * z - log_cosh - log_tail + 0.5 * torch.log1p(y * y) + log_scale
-        return nll.mean(0).sum() + penalty * (skew ** 2 + log_tail ** 2).sum()
+    def block(part):  # one block's terms and their gradient in its own numbers
+        cols, xb = part
+        with torch.enable_grad():
+            own = params.detach()[:, cols].clone().requires_grad_(True)
+            mean_nll, shape_sq = _shash_terms(own, xb)
+            (mean_nll.sum() + penalty * shape_sq.sum()).backward()
+        return mean_nll.detach(), shape_sq.detach(), own.grad
 
     opt = torch.optim.LBFGS([params], max_iter=max_iter, line_search_fn="strong_wolfe", tolerance_grad=1e-9)
 
+    # one pool for the whole fit: a thread's first backward costs as much as a block's (measured: no
+    # gain from two threads started for each of the fit's ~35 evaluations)
+    pool = ThreadPoolExecutor(len(columns)) if len(columns) > 1 else None
+
     def closure():
         opt.zero_grad()
-        value = loss()
-        value.backward()
-        return value
+        parts = list(pool.map(block, columns)) if pool is not None else [block(columns[0])]
+        params.grad = torch.cat([g for _, _, g in parts], dim=1)
+        return torch.cat([m for m, _, _ in parts]).sum() + penalty * torch.cat([s for _, s, _ in parts]).sum()
 
-    opt.step(closure)
+    try:
+        opt.step(closure)
+    finally:
+        if pool is not None:
+            pool.shutdown()
     with torch.no_grad():
         loc, log_scale, raw_skew, raw_tail = params
         skew, tail, _ = _shape(raw_skew, raw_tail)
