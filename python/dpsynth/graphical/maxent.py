@@ -461,18 +461,21 @@ class MaxEntModel:
         down, belief = [None] * k, [None] * k
         for i in jt.bfs:
             base = pots[i] if down[i] is None else pots[i] * lift(down[i], to_sep[i])
-            incoming = {c: lift(up[c], from_sep[c]) for c in jt.children[i]}
-            full = base
-            for c in jt.children[i]:
-                full = full * incoming[c]
-            for c in jt.children[i]:
-                m = base
-                for o in jt.children[i]:
-                    if o != c:
-                        m = m * incoming[o]
+            children = jt.children[i]
+            incoming = [lift(up[c], from_sep[c]) for c in children]
+            # child c's message: base times the other children's, in the children's order, taking the
+            # product of those before c from the running prefix (the same products in the same order:
+            # the same values, with k − 1 + k(k − 1)/2 products instead of k(k − 1); the bundled Adult's
+            # root has 8 children, each product over 1,024 cells × 1,027 pieces of evidence)
+            prefix = base
+            for j, c in enumerate(children):
+                m = prefix
+                for o in range(j + 1, len(children)):
+                    m = m * incoming[o]
                 msg = project(m, from_sep[c], plan["sep_size"][c])
                 down[c] = msg / msg.sum(0, keepdim=True)
-            belief[i] = full / full.sum(0, keepdim=True)
+                prefix = prefix * incoming[j]
+            belief[i] = prefix / prefix.sum(0, keepdim=True)   # base times every child's message
         return log_z, belief
 
     def _level_plan(self) -> dict:
