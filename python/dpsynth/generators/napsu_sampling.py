@@ -227,7 +227,9 @@ METRIC_DRAWS = 6400
 #: four checks; without a restart mixed after 1,400 draws, 14,863 gradients against 25,275) and the
 #: bundled Adult's first 10 columns, seed 0 (40,154 gradients against 72,126). A stalled run is
 #: restarted as soon as the rule can tell (after STALL_CHECKS extensions): the bundled 10 columns,
-#: seed 1, sat at R̂ 1.337–1.347 from 200 to 500 draws per chain (one chain apart). None: never restart
+#: seed 1, sat at R̂ 1.337–1.347 from 200 to 500 draws per chain (one chain apart). Of the 20 + 20
+#: Adult-10 fits of the MAR and MCAR studies (commit d60cf7a), none stalled by this rule at any
+#: check from the fourth extension on. None: never restart
 RESTART_AFTER = 4
 #: R̂ has stalled when R̂ − 1 of the latest check is above STALL_RATIO times its value STALL_CHECKS
 #: checks before (a run mixing at a steady rate has R̂ − 1 falling roughly as 1/√draws: from 600 to
@@ -235,21 +237,39 @@ RESTART_AFTER = 4
 #: margin (rhat_target − 1): near its target R̂ hovers (the bundled 10 columns, seed 1: 1.0102,
 #: 1.0101, 1.0101 after 900–1,100 draws, mixed at 1,200), which is no reason to start again
 STALL_CHECKS, STALL_RATIO, STALL_ABOVE = 4, 0.9, 2.0
-#: (a restart of large runs far from mixed after one extension went: docs, "2026-12-05, third")
+#: (a large model's run far from mixed after its first extension, R̂ guiding to more than 2,000 draws
+#: per chain, also restarted, from 2026-12-04 to 74c3c6e. It went: the bundled Adult at 15 columns,
+#: ca6dd5a, seed 1 (R̂ 1.165 / 1.099 after 200 / 300 draws per chain: one chain of 16 sat where four
+#: rare cells of three tables had 0.02–0.05 and one 3.9 times the others' probability, at a typical
+#: exact log density) and seed 8 took 472.6 / 460.1 s with the restart and 302.1 / 335.2 s without it,
+#: mixed after 1,000 / 1,100 draws on the draws after the first 200 (:data:`TRANSIENT_MODES`); leaving
+#: out the first half of the draws instead took seed 1 to 1,200 draws, 336.2 s: a shorter set's R̂ is
+#: noisier. docs/napsu-measurements.md, "Session of 2026-12-05, third")
+
 
 #: the first draws after warm-up can still be a transient (chains travelling from their starts near
 #: the mode): under ``missing="mar"``, a check whose draws miss R̂ is made again on the draws after
 #: the first :func:`transient_start` of them, and the fit stops when either set meets the targets,
 #: keeping that set (deleting an initial transient, as Gelman & Rubin 1992 discard the first half
-#: of each chain; here at most the first run; Adult-10 with 20 % MCAR: docs/napsu-measurements.md)
+#: of each chain; here at most the first run). Adult-10 with 20 % MCAR, the draws of two fits taken
+#: to their end: seed 16 mixed after 1,000 draws per chain, with the first min(n/2, 200) left out
+#: after 600 (R̂ 1.0090; all draws there 1.0226); seed 2 after 1,200, and after 800 (1.0095 against
+#: 1.0142); four fits that had no transient (R̂ 1.017 and less at the first check) stopped where
+#: they did with all draws
 TRANSIENT_MODES = ("mar",)
 #: what the dense metric's estimates (each slow warm-up window's, each extension's) are shrunk
 #: towards on the correlation scale: ``"laplace"``, the correlations of F⁻¹ at the mode (the Fisher
 #: information the chains start from; :func:`dpsynth.graphical.metric.shrunk_covariance`), or
 #: None, the identity (Ledoit–Wolf). The posterior has strong linear dependences (parameters tied
 #: by the released totals) that the identity target washes out: the metric then overstates the
-#: variance along them and the step size shrinks to fit (Adult-10 with 20 % MCAR, the metric's
-#: conditioning and whole fits: docs/napsu-measurements.md, commit ed25dd6)
+#: variance along them and the step size shrinks to fit. Adult-10 with 20 % MCAR, seeds 1 / 3,
+#: metric from 87 iterations' draws (1,392) judged against the covariance of 6,400 later ones
+#: (eigenvalues of the metric-whitened covariance, largest / smallest): 466 / 672 towards the identity,
+#: 13.7 / 21.8 towards F⁻¹'s correlations; from 6,400 draws 52 / 56 against 6.6 / 4.9. Whole fits,
+#: paired (the code before / this, two at a time, one thread each): step size 0.112 / 0.137, 0.078 /
+#: 0.119, 0.089 / 0.139 (MCAR seeds 0, 2, 4), gradients 9,283 / 8,350, 12,730 / 14,724 (seed 2 needed
+#: 900 draws per chain against 400: two rare cells mixed slowly), 13,134 / 9,825; complete-data
+#: Adult-10, seeds 0 / 1: step 0.161 / 0.195 and 0.211 / 0.221, fit + 20 datasets 50.8 / 43.9 and 35.3 / 32.8 s
 METRIC_TARGET = "laplace"
 #: an extension whose previous run accepted more than RETUNE_ACCEPT of its proposals (the target is
 #: 0.8) first re-adapts the step size alone for RETUNE_WARMUP iterations (dual averaging, draws not
