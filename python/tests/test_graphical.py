@@ -1161,25 +1161,36 @@ def test_expanded_v_surrogate_is_closer_to_the_exact_posterior_than_frozen_v(mon
     assert bool(torch.isfinite(quadratic).all()) and bool((quadratic <= -half_log_det + 1e-9).all())
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_expanded_v_gradient_by_hand_is_autograds(monkeypatch, dtype):
-    """The expanded-V surrogate (:class:`dpsynth.graphical.expanded_v.ExpandedV`) has the values of
-    its autograd reference and its gradient (by hand) agrees with autograd's: to rounding with its
-    fixed products in float64, to the products' rounding in float32 (the default); a graph of the
-    backward gives autograd's second derivatives; no-grad calls take batches of any shape."""
-    from dpsynth.graphical import noise_aware
+def _icin_chain_likelihood(rng):
+    """A 4-column ICIN model (two incomplete columns, a chain of cliques) with its noise-aware
+    likelihood and a reference point near 0: the expanded-V surrogate's tests."""
     from dpsynth.graphical.icin import IcinModel
     from dpsynth.graphical.noise_aware import NoiseAwareLikelihood
 
-    monkeypatch.setattr(noise_aware, "PRODUCT_DTYPE", dtype)
-    rng = np.random.default_rng(9)
     dom = Domain(["a", "b", "c", "d"], [3, 4, 3, 2])
     model = IcinModel(dom, [("a", "b"), ("b", "c"), ("c", "d")], [("a", "b"), ("b", "c"), ("c", "d"), ("a",)],
                       incomplete=["a", "c"])
     lik = NoiseAwareLikelihood(model, _noisy_tables(model, rng, scale=60.0), [1.0] * 4, [0] * 4, 2.5)
-    x_ref = torch.as_tensor(rng.normal(0, 0.3, lik.dim))
+    return lik, torch.as_tensor(rng.normal(0, 0.3, lik.dim))
+
+
+@pytest.mark.parametrize("by_pass", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_expanded_v_gradient_by_hand_is_autograds(monkeypatch, dtype, by_pass):
+    """The expanded-V surrogate (:class:`dpsynth.graphical.expanded_v.ExpandedV`) has the values of
+    its autograd reference and its gradient (by hand) agrees with autograd's: to rounding with its
+    fixed products in float64, to the products' rounding in float32 (the default); a graph of the
+    backward gives autograd's second derivatives; no-grad calls take batches of any shape. So with
+    Σ₀u by products with C₀ and by the pass at θ₀ (``by_pass``: large models' way)."""
+    from dpsynth.graphical import noise_aware
+
+    monkeypatch.setattr(noise_aware, "PRODUCT_DTYPE", dtype)
+    monkeypatch.setattr(noise_aware, "SIGMA0_BY_PASS_MIN_DIM", 0 if by_pass else 10 ** 9)
+    rng = np.random.default_rng(9)
+    lik, x_ref = _icin_chain_likelihood(rng)
     expanded = lik._expanded_v(x_ref)
     density = expanded.density
+    assert (density.c0 is None) == by_pass
     x = (x_ref + torch.as_tensor(rng.normal(0, 0.3, (6, lik.dim)))).requires_grad_(True)
     f, f_ref = density(x), density.reference(x)
     torch.testing.assert_close(f, f_ref, rtol=0, atol=0)
@@ -1195,6 +1206,32 @@ def test_expanded_v_gradient_by_hand_is_autograds(monkeypatch, dtype):
     torch.testing.assert_close(hess, hess_ref, rtol=1e-9, atol=1e-9)
     with torch.no_grad():
         torch.testing.assert_close(density(x.detach().reshape(2, 3, -1)), f_ref.detach().reshape(2, 3))
+
+
+def test_expanded_v_sigma0_by_pass_is_the_products_to_the_difference_step(monkeypatch):
+    """Σ₀u by a forward difference at θ₀ (models of SIGMA0_BY_PASS_MIN_DIM parameters or more)
+    gives the surrogate of Σ₀u = u_D·C₀ to the difference's truncation (relative 1e-6 here, where
+    the rest of the log density is hundreds of nats), and at x_ref itself ΔVu vanishes: the
+    density is −½rᵀV₀⁻¹r − log|V₀|^{1/2}, the exact Gaussian term at V₀."""
+    from dpsynth.graphical import noise_aware
+
+    monkeypatch.setattr(noise_aware, "PRODUCT_DTYPE", torch.float64)
+    rng = np.random.default_rng(19)
+    lik, x_ref = _icin_chain_likelihood(rng)
+    x = torch.cat([x_ref[None], x_ref + torch.as_tensor(rng.normal(0, 0.3, (5, lik.dim)))])
+    monkeypatch.setattr(noise_aware, "SIGMA0_BY_PASS_MIN_DIM", 10 ** 9)
+    products = lik._expanded_v(x_ref).density
+    monkeypatch.setattr(noise_aware, "SIGMA0_BY_PASS_MIN_DIM", 0)
+    by_pass = lik._expanded_v(x_ref).density
+    assert products.c0 is not None and by_pass.c0 is None
+    with torch.no_grad():
+        (f_p, g_p), (f_b, g_b) = products.value_and_grad(x), by_pass.value_and_grad(x)
+        _, mu0, _, n0, chol0 = lik._terms(x_ref)
+        z = torch.linalg.solve_triangular(chol0, (lik.y - n0 * mu0)[:, None], upper=False)[:, 0]
+    torch.testing.assert_close(f_b, f_p, rtol=1e-6, atol=0)
+    torch.testing.assert_close(g_b, g_p, rtol=0, atol=1e-5 * float(g_p.abs().max()))
+    exact_at_ref = -0.5 * float(z @ z) - float(torch.log(torch.diagonal(chol0)).sum())
+    assert abs(float(f_b[0]) - exact_at_ref) < 1e-9 * abs(exact_at_ref)
 
 
 @pytest.mark.parametrize("linear_below", [0, 16])

@@ -116,6 +116,11 @@ MODE_TOL = 1e-8
 #: by 9e-7 relative. The chains target the surrogate as computed and the importance weights use
 #: the same function, so the rounding changes no guarantee
 PRODUCT_DTYPE = torch.float32
+#: models of at least this many parameters get Σ₀u in :meth:`NoiseAwareLikelihood._expanded_v` by a
+#: forward difference at θ₀ in the tilted pass's batch, not by two products with C₀ = n₀Σ_D(θ₀) a
+#: gradient (measured: :class:`dpsynth.graphical.expanded_v.ExpandedV`); smaller models (Adult-10:
+#: 300–550 parameters), whose products are cheap beside the pass, keep C₀ and their studies' paths
+SIGMA0_BY_PASS_MIN_DIM = 800
 #: exact evaluations spent fitting the surrogate's linear term to draws (:func:`fit_draws`). A fixed
 #: 1,024 left a 376-parameter fit (Adult-10 MAR, seed 11, 16 chains: 688 draws after thinning) with
 #: the gradient at x_ref: sd of log p − log q over the chains' draws 1.54, against 0.83 fitted to
@@ -406,8 +411,9 @@ class NoiseAwareLikelihood(StartingPoint):
         1 + ē > 0 as V is positive definite), so it opens no spurious mode. ΔV enters only through
         ΔVu: Σ_D(θ)u is a forward difference of the means along a tilt by u
         (:meth:`MaxEntModel.tilted_means`), two message passes per evaluation instead of the clamped
-        D × D moments. log |V| stays at log |V₀| (the linear term of :meth:`surrogate` takes up its
-        first-order change). Importance efficiency on 1,200 held-out draws, with the fitted linear
+        D × D moments (and, from :data:`SIGMA0_BY_PASS_MIN_DIM` parameters, Σ_D(θ₀)u the same
+        difference at θ₀, in the tilted pass's batch). log |V| stays at log |V₀| (the linear term of
+        :meth:`surrogate` takes up its first-order change). Importance efficiency on 1,200 held-out draws, with the fitted linear
         term (Adult-10, 20 % MCAR, seed 1) / on 1,500 draws around the mode (the bundled Adult's
         first 10 columns with their NAs, D = 1,016): 0.965 / 0.967; the Taylor series in ΔV about 0
         to second order 0.956 / 0.0007 (a heavy tail where ΔV is large), to first order 0.754 /
@@ -418,12 +424,15 @@ class NoiseAwareLikelihood(StartingPoint):
             _, mu0, cov0, n0, chol0 = self._terms(x_ref)
             v0_inv = torch.cholesky_inverse(chol0)
             v0_inv = 0.5 * (v0_inv + v0_inv.T)
-            c0 = n0[0] * cov0[:d, :d]  # n₀Σ_D(θ₀): Σ₀u_D = u_D·C₀
-            c0 = 0.5 * (c0 + c0.T)
+            c0 = None  # n₀Σ_D(θ₀) (Σ₀u_D = u_D·C₀), or None: Σ₀u by a pass at θ₀ (SIGMA0_BY_PASS_MIN_DIM)
+            if self.dim < SIGMA0_BY_PASS_MIN_DIM:
+                c0 = n0[0] * cov0[:d, :d]
+                c0 = (0.5 * (c0 + c0.T)).to(PRODUCT_DTYPE)
             u0 = ((self.y - n0 * mu0) @ v0_inv)[:d]
             step = FD_STEP / max(float(u0.norm()), 1e-3)  # h |u| ≈ FD_STEP near x_ref
-        density = ExpandedV(self.model, self.y, self.n0, self.scale, step, v0_inv.to(PRODUCT_DTYPE),
-                            c0.to(PRODUCT_DTYPE), float(torch.log(torch.diagonal(chol0)).sum()))
+        density = ExpandedV(self.model, self.y, self.n0, self.scale, step, v0_inv.to(PRODUCT_DTYPE), c0,
+                            float(torch.log(torch.diagonal(chol0)).sum()),
+                            reference=None if c0 is not None else (x_ref[:d], n0[0]))
 
         def expanded(x: torch.Tensor) -> torch.Tensor:
             return density(x) + self.log_prior(x)
