@@ -413,12 +413,13 @@ class NoiseAwareLikelihood(StartingPoint):
         (:meth:`MaxEntModel.tilted_means`), two message passes per evaluation instead of the clamped
         D × D moments (and, from :data:`SIGMA0_BY_PASS_MIN_DIM` parameters, Σ_D(θ₀)u the same
         difference at θ₀, in the tilted pass's batch). log |V| stays at log |V₀| (the linear term of
-        :meth:`surrogate` takes up its first-order change). Importance efficiency on 1,200 held-out draws, with the fitted linear
-        term (Adult-10, 20 % MCAR, seed 1) / on 1,500 draws around the mode (the bundled Adult's
-        first 10 columns with their NAs, D = 1,016): 0.965 / 0.967; the Taylor series in ΔV about 0
-        to second order 0.956 / 0.0007 (a heavy tail where ΔV is large), to first order 0.754 /
-        0.71; V frozen but for each table's own block (:meth:`_frozen_v`) 0.30 / 0.0007. Evaluated by
-        :class:`dpsynth.graphical.expanded_v.ExpandedV` (one autograd node, its gradient by hand)."""
+        :meth:`surrogate` takes up its first-order change). Importance efficiency on 1,200 held-out
+        draws, with the fitted linear term (Adult-10, 20 % MCAR, seed 1) / on 1,500 draws around the
+        mode (the bundled Adult's first 10 columns with their NAs, D = 1,016): 0.965 / 0.967; the
+        Taylor series in ΔV about 0 to second order 0.956 / 0.0007 (a heavy tail where ΔV is large),
+        to first order 0.754 / 0.71; V frozen but for each table's own block (:meth:`_frozen_v`)
+        0.30 / 0.0007. Evaluated by :class:`dpsynth.graphical.expanded_v.ExpandedV` (one autograd
+        node, its gradient by hand)."""
         d = self.D
         with torch.no_grad():
             _, mu0, cov0, n0, chol0 = self._terms(x_ref)
