@@ -179,7 +179,7 @@ def sampler_summary(d: dict) -> dict:
             "mixing_path": [[int(n), round(float(r), 4), round(float(e)) if np.isfinite(e) else None]
                             for n, r, e in d.get("mixing_path", [])],
             "runs": [list(r) for r in d.get("runs", [])], "check_seconds": d.get("check_seconds"),
-            "prepare_seconds": d.get("prepare_seconds")}
+            "prepare_seconds": d.get("prepare_seconds"), "inside_seconds": d.get("inside_seconds")}
 
 
 def regression(cols) -> str:

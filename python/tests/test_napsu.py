@@ -647,6 +647,37 @@ def test_a_run_slow_to_mix_restarts_once_with_a_fresh_warmup(toy_fit, monkeypatc
     assert path[-1][1] == d["rhat_max_cells"]
 
 
+def test_a_wide_model_checks_inside_each_extension_and_stops_where_it_mixes(toy_fit, monkeypatch):
+    """Large models (SPLIT_MIN_DIM) check the draws every INSIDE_CHECK_DRAWS inside each extension
+    and stop where every target is met: the fit keeps the extension's first draws, and that
+    check's diagnostics; smaller models check between extensions only."""
+    from dpsynth.generators import napsu_sampling
+
+    calls = _record_hmc(monkeypatch, "stop")
+    monkeypatch.setattr(napsu_sampling, "INSIDE_CHECK_DRAWS", 2)
+    monkeypatch.setattr(napsu_sampling, "RETUNE_ACCEPT", 1.0)
+    monkeypatch.setattr(napsu_sampling, "PARETO_K_MAX", math.inf)
+    rhat = {20: 1.5, 25: 1.0105, 27: 1.0, 30: 1.0}  # met inside the second extension and at its end
+
+    def cells(self, draws, probs=None, lazy=False, screen=None):
+        return {"rhat_max_cells": rhat.get(draws.shape[1], 1.02), "ess_bulk_min_cells": 1e6,
+                **({"worst_cells": np.arange(3)} if lazy else {})}
+
+    monkeypatch.setattr(NAPSUMQ, "_cell_diagnostics", cells)
+    df, _ = toy_fit
+    kw = dict(queries=TOY_QUERY, mcmc_chains=3, mcmc_warmup=30, mcmc_draws=20, ess_target=1)
+    narrow = NAPSUMQ(1.0, 1 / 2000 ** 2, **kw).fit(df, TOY_SCHEMA, seed=1).diagnostics_
+    monkeypatch.setattr(napsu_sampling, "SPLIT_MIN_DIM", 2)  # the toy model counted as wide (split chains)
+    wide = NAPSUMQ(1.0, 1 / 2000 ** 2, **kw).fit(df, TOY_SCHEMA, seed=1).diagnostics_
+    assert [c["stop"] is not None for c in calls] == [False] * 3 + [False, True, True]
+    assert [p[:2] for p in narrow["mixing_path"]] == [(20, 1.5), (25, 1.0105), (30, 1.0)]
+    assert narrow["draws_per_chain"] == 30 and narrow["inside_seconds"] == []
+    assert [p[:2] for p in wide["mixing_path"]] == [(20, 1.5), (25, 1.0105), (27, 1.0)]
+    assert wide["mixed"] and wide["draws_per_chain"] == 27 and calls[-1]["draws"].shape[1] == 2
+    # inside the first extension the screen missed at 22 and 24 draws; inside the second it met at 27
+    assert len(wide["inside_seconds"]) == 3 and len(wide["check_seconds"]) == 2
+
+
 def test_a_run_whose_rhat_still_falls_is_not_restarted(toy_fit, monkeypatch):
     """Past RESTART_AFTER extensions, a run is restarted only once its R̂ has stalled: with the
     stall ratio out of reach, the same unmixed run keeps every draw, however far from mixed and

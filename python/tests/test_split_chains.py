@@ -162,3 +162,27 @@ def test_napsu_fit_with_each_extensions_map_fitted_beside_its_check_takes_the_sa
     assert after["extended"] == 2 and len(after["prepare_seconds"]) == 2
     assert torch.equal(fits[False].draws_, fits[True].draws_)
     assert before["mixing_path"] == after["mixing_path"]
+
+
+def test_hmc_stop_ends_a_split_run_at_the_first_check_that_says_so_and_keeps_its_draws():
+    # ``stop`` sees the kept draws every stop_every of them and takes nothing from the random
+    # stream: a run it never ends is the run without it, and one it ends is that run's first draws
+    seen = []
+
+    def stop_at(k):
+        def stop(kept):
+            seen.append(kept.shape[1])
+            return kept.shape[1] >= k
+        return stop
+
+    init = torch.zeros((8, 6), dtype=torch.float64)
+
+    def run(stop=None):
+        return hmc(Gaussian(), init, warmup=60, draws=40, rng=np.random.default_rng(5), delayed_acceptance=False,
+                   surrogate=lambda c, d=None: Gaussian(), split_chains=True, stop=stop, stop_every=10)
+
+    full, never, ended = run(), run(stop_at(10 ** 6)), run(stop_at(20))
+    assert torch.equal(never.draws, full.draws)
+    assert seen == [10, 20, 30, 10, 20]  # not after the last draw; the second run ends at its second check
+    assert ended.draws.shape[1] == 20 and torch.equal(ended.draws, full.draws[:, :20])
+    assert ended.gradient_evaluations < full.gradient_evaluations

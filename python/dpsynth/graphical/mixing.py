@@ -15,8 +15,8 @@ and the tail R̂ (of z-scaled |draws − median|). Bulk ESS = S/τ of the z-scal
 the chains' FFT autocovariances by Geyer's initial positive and initial monotone sequences,
 τ ≥ 1/log10 S.
 
-Also here: :class:`GrowingCellProbs`, the cells' values of a growing run's draws, each draw's
-computed once; and two checks of single chains that :func:`dpsynth.graphical.posterior.hmc`'s warm-up
+Also here: NAPSU-MQ's sampler's guides from R̂ (:func:`draws_to_target`, :func:`transient_start`);
+:class:`GrowingCellProbs`, the cells' values of a growing run's draws, each draw's computed once; and two checks of single chains that :func:`dpsynth.graphical.posterior.hmc`'s warm-up
 restarts where the others are: :func:`settled_chains` (by log density) and :func:`moving_chains`
 (by acceptance).
 
@@ -225,6 +225,33 @@ def _tau(z: np.ndarray) -> np.ndarray:
     p_stop = p[stop, cols]
     last_even = np.where((even > 0) | (p_stop >= 0) | (stop == 0), even, 0.0)
     return -1.0 + 2.0 * np.where(kept, mono, 0.0).sum(axis=0) + last_even
+
+
+def transient_start(draws: int, first: int) -> int:
+    """The draws per chain that a check leaves out as a possible transient
+    (:data:`dpsynth.generators.napsu_sampling.TRANSIENT_MODES`) when the chains hold ``draws`` each
+    and the first run kept ``first``: half of them, at most the first run; none at the first check.
+
+    >>> transient_start(200, 200), transient_start(300, 200), transient_start(800, 200)
+    (0, 150, 200)
+    """
+    return min(draws // 2, first) if draws > first else 0
+
+
+def draws_to_target(draws: int, rhat: float, target: float) -> int | None:
+    """A rough guide to the draws per chain at which R̂ meets ``target``, from ``draws`` per chain
+    with R̂ ``rhat``: once the chains are stationary, the split R̂ of a quantity whose
+    autocorrelation time is τ draws is ≈ 1 + (τ − 1) / draws whatever the number of chains (AR(1)
+    chains, 8–64 of them: docs/napsu-measurements.md, "Wide tables"), so R̂ − 1 falls as 1 / draws. Early checks, whose
+    draws still hold the chains' travel from their starts, overstate it. None where R̂ meets the
+    target or is undefined.
+
+    >>> draws_to_target(600, 1.0172, 1.01), draws_to_target(800, 1.0079, 1.01)
+    (1032, None)
+    """
+    if not (math.isfinite(rhat) and rhat > target > 1.0):
+        return None
+    return round(draws * (rhat - 1.0) / (target - 1.0))
 
 
 class GrowingCellProbs:

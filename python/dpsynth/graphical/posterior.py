@@ -288,7 +288,8 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
         delayed_acceptance: bool = True, prune_strays: bool = True, transform=None,
         fit_transform: Callable | None = None, metric_target: np.ndarray | None = None,
         adapt_metric: bool = True, short_steps: tuple[float, float, float] | None = SHORT_STEPS,
-        split_chains: bool = False, last_window: int | None = None) -> HMCResult:
+        split_chains: bool = False, last_window: int | None = None,
+        stop: Callable | None = None, stop_every: int = 25) -> HMCResult:
     """Hamiltonian Monte Carlo (Neal 2011) with a dense mass matrix adapted in warm-up, for a
     batch of chains that start at the rows of ``init`` (chains, dim) and advance together (one
     batched value-and-gradient per leapfrog step).
@@ -314,6 +315,9 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     (:class:`dpsynth.graphical.split_chains.SplitDensity`): the same sampler on two cores.
     ``last_window``: Stan's windows are replaced by short early ones before a last slow window of
     this many iterations (:data:`SHORT_EARLY_WINDOWS`; ``warmup`` must be :func:`short_warmup` of it).
+    ``stop``: called with the draws kept so far (chains, k, dim) every ``stop_every`` of them (not
+    after the last); True ends the run there. It takes nothing from ``rng``, so a run it does not
+    end is, draw for draw, the run without it, and one it ends is that run's first k draws.
 
     ``surrogate``: delayed acceptance (Christen & Fox 2005; Banterle et al. 2019). ``surrogate(c)``
     returns a cheap log-density that approximates ``log_prob`` near the point c; the trajectories
@@ -510,6 +514,8 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
             kept.append(tmap.forward(x))
             acc_kept.append(float(acc_prob.mean()))
             n_lf_kept.append(n_steps)
+            if stop is not None and len(kept) % stop_every == 0 and len(kept) < draws and stop(torch.stack(kept, dim=1)):
+                break
     samples = torch.stack(kept, dim=1)  # (chains, draws, dim)
     return HMCResult(samples, float(np.mean(acc_kept)) if acc_kept else float("nan"), step,
                      float(np.mean(n_lf_kept)) if n_lf_kept else float("nan"), n_grad, divergences,
