@@ -29,7 +29,7 @@ adult.names): at 15 columns NAPSU-MQ models 14 and writes ``education`` after sa
   so that studies run in pieces (``--seed0``) can be pooled. R̂ ≤ 1.01, a maximum over the 1,391
   released cells, is what sets the draws a fit needs, not the ESS.
 
-Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0] [--chain-processes 1|2] [--[no-]selection-penalty] [--reference auto|first|largest]
+Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0] [--chain-processes 1|2] [--inside-checks N] [--[no-]selection-penalty] [--reference auto|first|largest]
 Prints progress on stderr and one JSON object on the last line of stdout.
 """
 from __future__ import annotations
@@ -213,6 +213,9 @@ def main(argv=None):
     ap.add_argument("--seed0", type=int, default=0)
     ap.add_argument("--chain-processes", type=int, default=None, choices=(1, 2),
                     help="1 or 2 processes for the chains' gradients (default: napsu_sampling.CHAIN_PROCESSES)")
+    ap.add_argument("--inside-checks", type=int, default=None,
+                    help="check the draws every N draws per chain inside each extension (default: "
+                         "napsu_sampling.INSIDE_CHECK_DRAWS, 0: between extensions only)")
     _common.add_selection_penalty(ap)
     _common.add_reference(ap)
     args = ap.parse_args(argv)
@@ -222,9 +225,11 @@ def main(argv=None):
 
     if args.chain_processes is not None:
         napsu_sampling.CHAIN_PROCESSES = args.chain_processes
+    if args.inside_checks is not None:
+        napsu_sampling.INSIDE_CHECK_DRAWS = args.inside_checks
     df, schema = dpsynth.load_dataset("adult")
     out = {"machine": _common.machine(), "note": _common.CONTENTION, "growth": [], "options": options,
-           "chain_processes": napsu_sampling.CHAIN_PROCESSES}
+           "chain_processes": napsu_sampling.CHAIN_PROCESSES, "inside_check_draws": napsu_sampling.INSIDE_CHECK_DRAWS}
     for k in args.widths:
         cols = ORDER[:k]
         gen, measurements = built_model(df, schema, cols, seed=args.seed0, **options)

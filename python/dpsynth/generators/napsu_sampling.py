@@ -256,15 +256,15 @@ RETUNE_ACCEPT, RETUNE_WARMUP = 0.9, 40
 #: same draws). The bundled Adult at 15 columns, seed 8 (1,000 draws per chain, 9 checks, 8 maps):
 #: checks and maps 26.1 + 20.0 s one after the other, 35.3 + 5.6 s side by side
 MAP_BESIDE_CHECK = True
-#: large models (:data:`SPLIT_MIN_DIM`) also check the draws inside each extension, every
-#: INSIDE_CHECK_DRAWS draws per chain: first the R̂ of the last full check's :data:`SCREEN_CELLS`
-#: worst cells, all cells only where those meet the target, and the run stops where every target is
-#: met (``hmc(stop=...)``, which takes nothing from the random stream: a run not stopped is the same
-#: run, a run stopped is its first draws) rather than at the extension's end. The bundled Adult at
-#: 15 columns, seed 17 (R̂ 1.0101 after 800 draws per chain): mixed after 825 draws, not 900, the
-#: path before it the same; a screen that misses takes 0.05–0.25 s. Seconds:
-#: ``diagnostics_["inside_seconds"]``. 0: check between extensions only
-INSIDE_CHECK_DRAWS = 25
+#: large models (:data:`SPLIT_MIN_DIM`) may also check the draws inside each extension, every
+#: INSIDE_CHECK_DRAWS draws per chain: the R̂ of the last full check's :data:`SCREEN_CELLS` worst
+#: cells, all cells where those meet the target, and a stop where every target is met
+#: (``hmc(stop=...)`` takes nothing from the random stream: a run not stopped is the same run, a
+#: stopped one its first draws). Off (0) by default: at 25, the bundled Adult at 15 columns, seeds
+#: 1–20, ran 3.8–6.3 % fewer gradients, but a finer grid also stops on R̂'s dips (seed 8 at 525 draws,
+#: where the checks at 500 / 600 had 1.0111 / 1.0114), and coverage was 168/180 against 173/180 on
+#: the same paths checked every 100 draws (docs/napsu-measurements.md, 2026-12-05, eighth)
+INSIDE_CHECK_DRAWS = 0
 #: the chains move in coordinates z that a per-coordinate sinh–arcsinh map (refitted at each slow
 #: warm-up window and before each extension; :mod:`dpsynth.graphical.transport`) makes closer to
 #: Gaussian: near-empty cells' parameters have a sharp bulk and a long left shelf
