@@ -343,8 +343,9 @@ class PosteriorSampling:
                 (run.step_size, run.accept_rate, run.n_leapfrog, run.seconds), (4, 3, 1, 1)))
 
         runs = [run_row(res, draws)]
-        phases = {"check": [], "prepare": [], "inside": []}  # seconds of each check, each extension's map and
-        worst, inside = None, None  # metric, and each check inside an extension; the last check's worst cells
+        # seconds of each check, of each extension's map and metric, and of each check inside an extension
+        phases = {"check": [], "prepare": [], "inside": []}
+        worst, inside = None, None  # the last full check's worst cells; a check inside that found the run mixed
 
         def checkpoint(draws, cells):
             point = (int(draws.shape[1]), cells.get("rhat_max_cells", math.nan), cells.get("ess_bulk_min_cells", math.nan))
@@ -438,7 +439,7 @@ class PosteriorSampling:
                        step_size=last.step_size, draws=math.ceil(share * self.mcmc_draws_) * self.mcmc_thin_,
                        surrogate=lambda _c, _d=None: guide, delayed_acceptance=delayed, transform=tmap,
                        adapt_metric=False, split_chains=split, stop=stop_inside if split and INSIDE_CHECK_DRAWS else None,
-                       stop_every=(INSIDE_CHECK_DRAWS or 1) * self.mcmc_thin_)
+                       stop_every=INSIDE_CHECK_DRAWS * self.mcmc_thin_)  # read only with a stop
             more.seconds -= sum(phases["inside"][checked:])  # the chains' seconds, as a run's without checks
             last, retuned = more, retuned + retune
             draws = torch.cat([draws, thinned(more)], dim=1)

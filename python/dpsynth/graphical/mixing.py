@@ -16,7 +16,8 @@ the chains' FFT autocovariances by Geyer's initial positive and initial monotone
 τ ≥ 1/log10 S.
 
 Also here: NAPSU-MQ's sampler's guides from R̂ (:func:`draws_to_target`, :func:`transient_start`);
-:class:`GrowingCellProbs`, the cells' values of a growing run's draws, each draw's computed once; and two checks of single chains that :func:`dpsynth.graphical.posterior.hmc`'s warm-up
+:class:`GrowingCellProbs`, the cells' values of a growing run's draws, each draw's computed once;
+and two checks of single chains that :func:`dpsynth.graphical.posterior.hmc`'s warm-up
 restarts where the others are: :func:`settled_chains` (by log density) and :func:`moving_chains`
 (by acceptance).
 
@@ -242,9 +243,9 @@ def draws_to_target(draws: int, rhat: float, target: float) -> int | None:
     """A rough guide to the draws per chain at which R̂ meets ``target``, from ``draws`` per chain
     with R̂ ``rhat``: once the chains are stationary, the split R̂ of a quantity whose
     autocorrelation time is τ draws is ≈ 1 + (τ − 1) / draws whatever the number of chains (AR(1)
-    chains, 8–64 of them: docs/napsu-measurements.md, "Wide tables"), so R̂ − 1 falls as 1 / draws. Early checks, whose
-    draws still hold the chains' travel from their starts, overstate it. None where R̂ meets the
-    target or is undefined.
+    chains, 8–64 of them: docs/napsu-measurements.md, "Wide tables"), so R̂ − 1 falls as 1 / draws.
+    Early checks, whose draws still hold the chains' travel from their starts, overstate it. None
+    where R̂ meets the target or is undefined.
 
     >>> draws_to_target(600, 1.0172, 1.01), draws_to_target(800, 1.0079, 1.01)
     (1032, None)
