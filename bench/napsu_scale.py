@@ -26,7 +26,8 @@ adult.names): at 15 columns NAPSU-MQ models 14 and writes ``education`` after sa
   the same binning); ``per_rep`` lists each fit (seed, coefficients covered and missed, seconds,
   and :func:`sampler_summary`: gradients, ESS before and after weighting, the R̂ of every check and
   its ESS where R̂ met its target, each run's step, acceptance and seconds, each check's seconds),
-  so that studies run in pieces (``--seed0``) can be pooled. R̂ ≤ 1.01, a maximum over the 1,391
+  so that studies run in pieces (``--seed0``) can be pooled; ``rhat_max_cells_kept_draws``, computed
+  after the timing, is the released cells' split R̂ over the draws the fit keeps (:func:`rhat_kept_draws`). R̂ ≤ 1.01, a maximum over the 1,391
   released cells, is what sets the draws a fit needs, not the ESS.
 
 Usage: python bench/napsu_scale.py [--widths 5 10 15] [--fit-widths 5 10] [--reps 1] [--seed0 0] [--chain-processes 1|2] [--inside-checks N] [--[no-]selection-penalty] [--reference auto|first|largest]
@@ -150,6 +151,24 @@ def one_fit(df, schema, cols, seed, **options):
     return gen, tab, seconds
 
 
+def rhat_kept_draws(gen, block: int = 128) -> float | None:
+    """The largest split R̂ of the released cells over the draws the fit keeps (``gen.draws_``: those
+    given importance weights, every 2ʲ-th draw of each chain, from which the synthetic data are
+    made), computed after the fit and its timing. The fit's own check (``rhat_max_cells``) thins each
+    chain by a stride of ⌈draws/400⌉ (:data:`dpsynth.generators.napsu_sampling.DIAGNOSTIC_DRAWS`);
+    neither is the split R̂ of every draw, which at stationarity is the highest of the three
+    (R̂ − 1 ≈ (τ − 1)/draws; a stride k makes it ≈ (τ/k − 1)/(draws/k); docs/napsu-measurements.md,
+    "ninth"), while fewer draws make R̂ noisier. None for a fit without MCMC draws."""
+    from dpsynth.graphical.mixing import split_rhat
+
+    draws = getattr(gen, "draws_", None)
+    if draws is None or draws.dim() != 3:
+        return None
+    probs = gen._cell_probs(draws)
+    worst = max(float(np.nanmax(split_rhat(probs[..., i:i + block]))) for i in range(0, probs.shape[-1], block))
+    return round(worst, 4)
+
+
 def sampler_summary(d: dict) -> dict:
     """A fit's sampler figures from its ``diagnostics_``: R̂ and least ESS of the released cells
     (after importance weighting, and of the chains before it), the R̂ / ESS at every check
@@ -245,16 +264,17 @@ def main(argv=None):
     if args.reps:
         real = dpsynth.fit_pooled([bin_index(df, schema)] * 2, regression(ORDER), family="binomial",
                                   rule="mi").to_frame().set_index("term")["estimate"]
-        cover, seconds, per_rep = [], [], []
+        cover, seconds, per_rep, peak = [], [], [], 0
         for r in range(args.reps):
             gen, tab, sec = one_fit(df, schema, ORDER, args.seed0 + r, **options)
+            peak = max(peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # before the check below
             tab = tab.reindex(real.index)
             cover.append(((tab["conf.low"] <= real) & (real <= tab["conf.high"])).to_numpy())
             seconds.append(sec)
             d = gen.diagnostics_
             fit = {"seed": args.seed0 + r, "covered": int(cover[-1].sum()),
                    "missed": list(real.index[~cover[-1]]), "seconds_fit_plus_20": round(sec, 1),
-                   **sampler_summary(d)}
+                   **sampler_summary(d), "rhat_max_cells_kept_draws": rhat_kept_draws(gen)}
             per_rep.append(fit)
             _common.log(f"15 columns rep {r}: covered {fit['covered']}/{len(real)} (missed {fit['missed']}), "
                         f"R-hat {d.get('rhat_max_cells', np.nan):.3f}, ESS {d.get('ess_bulk_min_cells', np.nan):.0f}, "
@@ -265,11 +285,13 @@ def main(argv=None):
             "reps": args.reps, "coverage": round(float(np.mean(cover)), 3), "covered": int(np.sum(cover)),
             "intervals": int(np.size(cover)), "median_seconds_fit_plus_20": round(float(np.median(seconds)), 1),
             "max_seconds_fit_plus_20": round(float(np.max(seconds)), 1),
-            "peak_memory_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20, 2),
+            "peak_memory_gb": round(peak / 2 ** 20, 2),
             # the largest helper process's (napsu_sampling.CHAIN_PROCESSES = 2), its pages shared
             # with this process (copy-on-write after fork) counted again: an upper bound
             "peak_memory_helper_gb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2 ** 20, 2),
             "max_rhat_cells": round(float(np.nanmax(rhat)), 4), "min_ess_cells": round(float(np.nanmin(ess)), 1),
+            "max_rhat_cells_kept_draws": max((f["rhat_max_cells_kept_draws"] for f in per_rep
+                                              if f["rhat_max_cells_kept_draws"] is not None), default=None),
             "fits_mixed": sum(f["mixed"] for f in per_rep), "per_rep": per_rep}
     _common.emit(out)
 
