@@ -155,11 +155,11 @@ def one_fit(df, schema, cols, seed, **options):
 def rhat_kept_draws(gen) -> float | None:
     """The largest split R̂ of the released cells over the draws the fit keeps (``gen.draws_``: those
     given importance weights, every 2ʲ-th draw of each chain, from which the synthetic data are
-    made), computed after the fit and its timing. The fit's own check (``rhat_max_cells``) thins each
-    chain by a stride of ⌈draws/400⌉ (:data:`dpsynth.generators.napsu_sampling.DIAGNOSTIC_DRAWS`);
-    neither is the split R̂ of every draw, which at stationarity is the highest of the three
-    (R̂ − 1 ≈ (τ − 1)/draws; a stride k makes it ≈ (τ/k − 1)/(draws/k); docs/napsu-measurements.md,
-    "ninth"), while fewer draws make R̂ noisier. None for a fit without MCMC draws."""
+    made), computed after the fit and its timing. The fit's own check (``rhat_max_cells``) is the
+    split R̂ of every draw of the chains (:data:`dpsynth.generators.napsu_sampling.DIAGNOSTIC_DRAWS`
+    None; until 2026-12-06 each chain was thinned by a stride of ⌈draws/400⌉ first, which lowers it:
+    R̂ − 1 ≈ (τ − 1)/draws at stationarity, ≈ (τ/k − 1)/(draws/k) with a stride k; docs/napsu-measurements.md,
+    "ninth"). The kept draws are fewer, so their R̂ is noisier. None for a fit without MCMC draws."""
     from dpsynth.graphical.mixing import finite_extreme, split_rhat
 
     draws = getattr(gen, "draws_", None)

@@ -538,6 +538,31 @@ def test_mixing_diagnostics_on_two_threads_equal_one():
     np.testing.assert_array_equal(mixing.average_ranks(mixed), rankdata(mixed, axis=0))
 
 
+def test_folded_draws_sorted_from_the_bulk_sort_rank_as_a_fresh_sort():
+    """The tail R̂'s folded draws |x − median| are sorted by merging the two runs they form in the
+    draws' own sorted order (mixing._folded_sorted): the same sorted values as a fresh sort, an order
+    that is a permutation of each row's positions, and the same normal scores, ties (the two middle
+    draws of an even count, rounded draws) included."""
+    from dpsynth.graphical import mixing
+
+    rng = np.random.default_rng(8)
+    rows = rng.standard_normal((6, 400))
+    rows[1] = np.round(rows[1], 1)
+    rows[2] = 1.5
+    rows[3, :7] = 0.25
+    order, ordered = mixing._sorted(rows)
+    np.testing.assert_array_equal(ordered, np.sort(rows, axis=1))
+    median = np.median(rows, axis=1)
+    folded = np.abs(rows - median[:, None])
+    f_order, f_ordered = mixing._folded_sorted(order, ordered, median)
+    np.testing.assert_array_equal(f_ordered, np.sort(folded, axis=1))
+    np.testing.assert_array_equal(np.sort(f_order, axis=1), np.arange(rows.size).reshape(rows.shape))
+    np.testing.assert_array_equal(folded.ravel()[f_order], f_ordered)
+    table = mixing._score_table(rows.shape[1])
+    np.testing.assert_array_equal(mixing._scores(f_order, f_ordered, table),
+                                  mixing._scores(*mixing._sorted(folded), table))
+
+
 def test_canonical_moments_match_the_clamped_moments_of_the_canonical_cells():
     """The linear-space pass over D clamped cells gives the same μ and E[aaᵀ] as the log-space
     clamping of all P cells restricted to the canonical ones, batched and under autograd."""

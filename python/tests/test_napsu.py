@@ -802,6 +802,26 @@ def test_a_lazy_check_computes_the_ess_only_where_rhat_meets_its_target():
         assert lazy["ess_bulk_min_cells"] == full["ess_bulk_min_cells"] if met else math.isnan(lazy["ess_bulk_min_cells"])
 
 
+def test_a_check_computes_rhat_and_ess_over_every_draw():
+    """The check's R̂ and ESS are those of every draw of every chain, not of chains thinned first: on
+    autocorrelated chains (AR(1), φ = 0.8, τ = 9) of 900 draws, thinning by 3 would lower the split R̂
+    (≈ (τ/3 − 1)/300 against (τ − 1)/900 above 1), and the check must report the larger, standard one."""
+    from dpsynth.graphical.mixing import ess_bulk, split_rhat
+
+    cells = _cells_of_draws()
+    rng = np.random.default_rng(9)
+    noise = rng.normal(size=(16, 900, 40))
+    ar = np.empty_like(noise)
+    ar[:, 0] = noise[:, 0]
+    for t in range(1, 900):
+        ar[:, t] = 0.8 * ar[:, t - 1] + 0.6 * noise[:, t]
+    draws = torch.as_tensor(ar)
+    found = cells._cell_diagnostics(draws)
+    every, thinned = split_rhat(ar).max(), split_rhat(ar[:, 2::3]).max()
+    assert found["rhat_max_cells"] == every and every > thinned
+    assert found["ess_bulk_min_cells"] == ess_bulk(ar).min()
+
+
 def test_a_screened_check_decides_as_the_full_one():
     """A check of the draws after a transient first computes R̂ of the cells that were worst over all
     draws (``worst_cells`` of a lazy check; SCREEN_CELLS of them): where one of those misses the

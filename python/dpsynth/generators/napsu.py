@@ -49,7 +49,7 @@ one-sided, prior-dominated tails that no sampler crosses quickly (see
   about it (:meth:`NoiseAwareLikelihood.surrogate`). Up to ``IMPORTANCE_DRAWS`` draws, thinned evenly (a
   quarter, then half, while those miss the targets), are reweighted by Pareto-smoothed importance sampling
   to the exact posterior (PSIS; Vehtari et al. 2024); datasets are drawn by sampling-importance-resampling.
-  Diagnostics on the released cells' probabilities: split-R̂ of the chains (``rhat_target``), bulk ESS times the importance efficiency
+  Diagnostics on the released cells' probabilities: split-R̂ over every draw of the chains (``rhat_target``), bulk ESS times the importance efficiency
   (``ess_target``) and the Pareto k̂ (≤ 0.7). While they miss, the chains run on, half as long
   again each time, up to ``MAX_EXTENSIONS`` times; when they still miss, ``diagnostics_["mixed"]`` is
   False, a :class:`PosteriorNotMixedWarning` is raised at fit and at every ``sample()``, and the reports say so (``on_not_mixed="raise"`` makes

@@ -132,16 +132,18 @@ def mar_warmup(warmup: int, dim: int, chains: int) -> tuple[int, int | None]:
 #: evaluation of the likelihood (Adult-10 under MAR: 0.55 ms by junction-tree messages, 25 ms by
 #: the clamped pass that 3,200 draws were sized for)
 IMPORTANCE_DRAWS = 6400
-#: R̂ and ESS of the cells are computed on at most this many draws per chain (thinned by a stride of
-#: ⌈draws/400⌉): the rank normalisation sorts every cell's draws (arviz-stats' per-cell loop took a
-#: third of a fit with two extensions, Adult-10, profiled; :mod:`dpsynth.graphical.mixing` now sorts
-#: them all at once). The ESS is then that of the thinned draws: conservative. The split R̂ is not:
-#: at stationarity R̂ − 1 ≈ (τ − 1)/draws for a quantity of autocorrelation time τ, and a stride k
-#: makes it ≈ (τ/k − 1)/(draws/k), lower. AR(1) chains, 16 of them, τ = 9 (docs/napsu-measurements.md,
-#: "ninth"): mean R̂ − 1 after 900 draws 0.0093 over all draws, 0.0074 thinned by 3; after 600, 0.0134
-#: against 0.0119. So an R̂ ≤ 1.01 met here need not hold over every draw of the chains (not
-#: measured on a fit: ``draws_`` keeps only the importance-weighted draws)
-DIAGNOSTIC_DRAWS = 400
+#: R̂ and ESS of the cells are computed on every draw of every chain (None), as Stan and ArviZ
+#: report them; a number k thins each chain by a stride of ⌈draws/k⌉ first (400 until 2026-12-06).
+#: Thinning lowers the split R̂: at stationarity R̂ − 1 ≈ (τ − 1)/draws for a quantity of
+#: autocorrelation time τ, and a stride s makes it ≈ (τ/s − 1)/(draws/s). AR(1) chains, 16 of them,
+#: τ = 9 (docs/napsu-measurements.md, "ninth"): mean R̂ − 1 after 900 draws 0.0093 over all draws,
+#: 0.0074 thinned by 3; after 600, 0.0134 against 0.0119. So an R̂ ≤ 1.01 on thinned chains need not
+#: hold over every draw, and the target is checked on every draw. Cost of R̂ alone (1,391 cells, 16
+#: chains, one core): 0.71 s at 400 draws per chain, 1.42 s at 800 (the cells' values of every draw
+#: are computed in any case, :class:`GrowingCellProbs`). The bundled Adult at 15 columns, seeds 1–20:
+#: the stop moved on 5 fits, by +100 draws per chain on two and −100 on three (docs/napsu-measurements.md,
+#: "Session of 2026-12-06")
+DIAGNOSTIC_DRAWS: int | None = None
 #: extensions of the sampling phase (each EXTENSION_SHARE as long as the first) while R̂ / ESS
 #: miss their targets: short steps, so that a posterior that mixes quickly (complete-data Adult)
 #: stops early and a slow one (Adult-10 MAR: 800–2,400 draws per chain) stops soon after it has
@@ -507,7 +509,7 @@ class PosteriorSampling:
                           screen: np.ndarray | None = None) -> dict:
         """R̂ and bulk ESS (arviz-stats) of the released cells' probabilities (what the synthetic
         data depend on; θ of a near-empty cell can wander in the prior's tail while its
-        probability stays ≈ 0), on at most :data:`DIAGNOSTIC_DRAWS` draws per chain. ``probs``:
+        probability stays ≈ 0), on every draw (:data:`DIAGNOSTIC_DRAWS`). ``probs``:
         those probabilities at every draw, if already computed (:class:`GrowingCellProbs`).
         ``lazy``: the ESS only where R̂ meets its target (NaN otherwise; a third of the cost), and
         ``worst_cells``, the :data:`SCREEN_CELLS` cells of highest R̂. ``screen``: such cells, whose R̂
@@ -515,7 +517,7 @@ class PosteriorSampling:
         and the others are left out (``rhat_max_cells`` is then theirs, a lower bound)."""
         if draws.shape[1] < 4:
             return {}
-        thin = max(1, math.ceil(draws.shape[1] / DIAGNOSTIC_DRAWS))
+        thin = 1 if DIAGNOSTIC_DRAWS is None else max(1, math.ceil(draws.shape[1] / DIAGNOSTIC_DRAWS))
         p = self._cell_probs(draws[:, thin - 1::thin]) if probs is None else probs[:, thin - 1::thin]
         if screen is not None:  # a cell's R̂ does not depend on the other cells computed with it
             rhat_screen = finite_extreme(np.max, np.atleast_1d(rhat_and_ess(p[..., screen], ess=False)[0]))

@@ -48,20 +48,38 @@ def _split(x: np.ndarray) -> np.ndarray:
     return np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)
 
 
-def _rank_positions(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(order, the sorted rows, twice the average rank less 2) of ``rows`` (k, S) ranked along their
-    contiguous axis: the third, (k, S) in sorted order, is 2j for the entry at position j of the sort
-    and, inside a tie group, start + end (its first and last positions). Only tie groups' entries
-    are touched (few: the folded draws |x − median| of an even count tie the two middle ones in
-    every column), so a tie costs what it touches, not a pass over all columns."""
-    size = rows.shape[1]
+def _sorted(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, the sorted rows) of ``rows`` (k, S, C-contiguous) along their contiguous axis, ``order``
+    as flat positions in ``rows`` (row i's argsort plus i·S): a flat gather or scatter with them is
+    1.6–3.7 times faster than ``take_along_axis`` / ``put_along_axis`` (696 rows × 12,800 draws)."""
     order = np.argsort(rows, axis=1)
-    ordered = np.take_along_axis(rows, order, axis=1)
-    twice = np.broadcast_to(np.arange(0, 2 * size, 2), rows.shape)
-    tie = np.zeros(rows.shape, dtype=bool)
+    order += np.arange(rows.shape[0])[:, None] * rows.shape[1]
+    return order, rows.ravel()[order]
+
+
+def _folded_sorted(order: np.ndarray, ordered: np.ndarray, median: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_sorted` of |rows − median| from that of ``rows``: in the rows' sorted order the folded
+    values fall to the median and rise after it, two runs that a stable sort (timsort) merges in
+    linear time (696 rows × 12,800 draws: 0.085 s against 0.29 s for a fresh argsort). Ties may come
+    out in another order than a fresh sort's; their average ranks, and so the scores, are the same."""
+    folded = np.abs(ordered - median[:, None])
+    fold = np.argsort(folded, axis=1, kind="stable")
+    fold += np.arange(folded.shape[0])[:, None] * folded.shape[1]
+    return order.ravel()[fold], folded.ravel()[fold]
+
+
+def _twice_ranks(ordered: np.ndarray) -> np.ndarray:
+    """Twice the average rank less 2 of each entry of the sorted rows ``ordered`` (k, S), in sorted
+    order: 2j for the entry at position j of the sort and, inside a tie group, start + end (its
+    first and last positions). Only tie groups' entries are touched (few: the folded draws
+    |x − median| of an even count tie the two middle ones in every column), so a tie costs what it
+    touches, not a pass over all columns."""
+    size = ordered.shape[1]
+    twice = np.broadcast_to(np.arange(0, 2 * size, 2), ordered.shape)
+    tie = np.zeros(ordered.shape, dtype=bool)
     tie[:, 1:] = ordered[:, 1:] == ordered[:, :-1]          # equal to the one before: inside a group
     if not tie.any():  # no ties (continuous draws): the rank is the position in the sort
-        return order, ordered, twice
+        return twice
     grouped = tie.copy()
     grouped[:, :-1] |= tie[:, 1:]                           # … or the first of a group
     row, pos = np.nonzero(grouped)                          # row-major: each group's entries in order
@@ -72,18 +90,18 @@ def _rank_positions(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     ends = np.minimum.accumulate(np.where(ends_here, entries, row.size)[::-1])[::-1]
     twice = twice.copy()
     twice[row, pos] = pos[starts] + pos[ends]
-    return order, ordered, twice
+    return twice
 
 
 def average_ranks(x: np.ndarray) -> np.ndarray:
     """Ranks 1…S of each column of x (S, k), ties given their average rank: scipy's
     ``rankdata(method="average", axis=0)`` from one sort per column (scipy's took 1.25 s on
-    12,800 × 550 draws here, this 0.25 s). The ranks themselves, from :func:`_rank_positions`, which
+    12,800 × 550 draws here, this 0.25 s). The ranks themselves, from :func:`_twice_ranks`, which
     R̂'s normal scores (:func:`_scores`) use without forming them; tested against scipy."""
     rows = np.ascontiguousarray(np.asarray(x, dtype=float).T)      # (k, S): sort along contiguous rows
-    order, _, twice = _rank_positions(rows)
+    order, ordered = _sorted(rows)
     ranks = np.empty(rows.shape)
-    np.put_along_axis(ranks, order, twice / 2.0 + 1.0, axis=1)
+    ranks.ravel()[order] = _twice_ranks(ordered) / 2.0 + 1.0
     return ranks.T
 
 
@@ -95,13 +113,12 @@ def _score_table(size: int) -> np.ndarray:
     return special.ndtri((np.arange(2, 2 * size + 1) / 2.0 - 0.375) / (size + 0.25))
 
 
-def _scores(rows: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(normal scores (k, S) of ``rows`` (k, S) over their contiguous axis, the rows sorted): each
-    score put straight where its draw sits (no array of ranks in between)."""
-    order, ordered, twice = _rank_positions(rows)
-    z = np.empty(rows.shape)
-    np.put_along_axis(z, order, table[twice], axis=1)
-    return z, ordered
+def _scores(order: np.ndarray, ordered: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """The normal scores (k, S) of rows sorted as ``order``, ``ordered`` (:func:`_sorted`), each put
+    straight where its draw sits (no array of ranks in between)."""
+    z = np.empty(ordered.shape)
+    z.ravel()[order] = table[_twice_ranks(ordered)]
+    return z
 
 
 def _rhat(x: np.ndarray) -> np.ndarray:
@@ -178,7 +195,8 @@ def _rhat_and_ess(x: np.ndarray, rhat: bool, ess: bool) -> tuple:
     rows = np.ascontiguousarray(s.reshape(-1, s.shape[-1]).T)   # (k, S): each quantity's draws in a row
     size = rows.shape[1]
     table = _score_table(size)
-    z_rows, ordered = _scores(rows, table)
+    order, ordered = _sorted(rows)
+    z_rows = _scores(order, ordered, table)
     z = z_rows.T.reshape(s.shape)  # a view, quantities slowest: the memory order the sums below were measured in
     r = e = None
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -187,7 +205,7 @@ def _rhat_and_ess(x: np.ndarray, rhat: bool, ess: bool) -> tuple:
             # one, or the mean of the middle two), then the folded draws' scores
             half = size // 2
             median = ordered[:, half] if size % 2 else 0.5 * (ordered[:, half - 1] + ordered[:, half])
-            tail_rows = _scores(np.abs(rows - median[:, None]), table)[0]
+            tail_rows = _scores(*_folded_sorted(order, ordered, median), table)
             tail = _rhat(tail_rows.T.reshape(s.shape))
             r = np.fmax(_rhat(z), tail) if x.shape[0] >= 2 else nan
         if ess:
