@@ -18,14 +18,20 @@ Laplace covariance F⁻¹ there; 16 chains at N(mode, 0.3² F⁻¹), as a fit st
   of its parts: the gradients, the surrogate's fitted linear term (``fitted_slope``, of which
   ``exact_evaluations``: its :func:`dpsynth.graphical.noise_aware.fit_draws` exact log densities),
   the coordinate maps, the expanded-V builds; ``other`` is the rest.
+- ``level_pass_ms`` (``--compile``): the forward message pass of the surrogate's model at 8 and 16
+  rows (:func:`dpsynth.graphical.level_pass.level_forward`, its maps CSR products) against the same
+  pass written with index operations (:func:`index_forward`: ``index_add`` / ``index_select``, which
+  ``torch.compile`` fuses; CSR tensors break its graph) and compiled: ms per pass, the seconds the
+  compiling took, and the largest difference in log Z and beliefs. A prototype for a fused step.
 
-Usage: python bench/napsu_step.py [--seed 17] [--rounds 3] [--no-warmup]
+Usage: python bench/napsu_step.py [--seed 17] [--rounds 3] [--no-warmup] [--compile]
 Prints progress on stderr and one JSON object on the last line of stdout.
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import math
 import statistics
 import time
 import types
@@ -151,6 +157,63 @@ def warmup_costs(lik, cov, points, seed: int) -> dict:
             "parts_seconds": parts, "calls": dict(watch.calls), "other_seconds": round(other, 2)}
 
 
+def index_forward(levels):
+    """:func:`dpsynth.graphical.level_pass.level_forward`'s (log Z, beliefs) as a function of the
+    log-potentials (cells, B), with the sparse maps as index operations over ``levels``' indices."""
+    from dpsynth.graphical.level_pass import TINY
+
+    sizes = [lv["size"] for lv in levels]
+
+    def forward(flat):
+        rows = flat.shape[1]
+        pieces = torch.split(flat, sizes, dim=0)
+        up, below = [None] * len(levels), [None] * len(levels)
+        for d in reversed(range(len(levels))):
+            lv, b = levels[d], pieces[d]
+            if d + 1 < len(levels):  # add_up: each cell gets its children's separator messages
+                cell, sep, _ = lv["pairs"]
+                b = b + flat.new_zeros(lv["size"], rows).index_add(0, cell, up[d + 1].index_select(0, sep))
+            below[d] = b
+            if d > 0:
+                top = flat.new_full((lv["n"], rows), -math.inf).scatter_reduce(
+                    0, lv["clique"][:, None].expand(-1, rows), b, "amax")
+                sums = flat.new_zeros(lv["sep_size"], rows).index_add(
+                    0, lv["sep"], torch.exp(b - top.index_select(0, lv["clique"])))
+                up[d] = torch.log(sums.clamp_min(TINY)) + top.index_select(0, lv["sep_clique"])
+        log_z = torch.logsumexp(below[0], dim=0)
+        belief = [torch.exp(below[0] - log_z)]
+        for d in range(1, len(levels)):
+            cell, sep, _ = levels[d - 1]["pairs"]
+            onto = flat.new_zeros(levels[d]["sep_size"], rows).index_add(0, sep, belief[d - 1].index_select(0, cell))
+            belief.append(torch.exp(below[d] + (torch.log(onto.clamp_min(TINY)) - up[d]).index_select(0, levels[d]["sep"])))
+        return log_z, torch.cat(belief, dim=0)
+    return forward
+
+
+def pass_costs(lik, points, rounds: int) -> dict:
+    from dpsynth.graphical.level_pass import level_forward
+
+    model = lik.model
+    levels = model.pass_maps()[2]
+    flat8 = model.lifted_potentials(points[:8, :model.D]).contiguous()
+    batches = {"rows_8": flat8, "rows_16": torch.cat([flat8, flat8 + 0.01], dim=1).contiguous()}
+    compiled, seconds = torch.compile(index_forward(levels), dynamic=False), {}
+    with torch.no_grad():
+        for name, flat in batches.items():
+            t0 = time.perf_counter()
+            compiled(flat)
+            seconds[name] = round(time.perf_counter() - t0, 1)
+        diff = max(float((a - b).abs().max()) for flat in batches.values()
+                   for a, b in zip(level_forward(levels, flat)[:2], compiled(flat)))
+        out = collections.defaultdict(list)
+        for _ in range(rounds):
+            for name, flat in batches.items():
+                out[f"csr_{name}"].append(timed(lambda: level_forward(levels, flat), 300))
+                out[f"index_compiled_{name}"].append(timed(lambda: compiled(flat), 300))
+    return {**{k: round(statistics.median(v), 3) for k, v in out.items()}, "compile_seconds": seconds,
+            "max_abs_difference": diff}
+
+
 def main(argv=None):
     from dpsynth.graphical import reused_memory
 
@@ -158,6 +221,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--compile", action="store_true", help="also time a compiled level pass (level_pass_ms)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     lik, mode, cov, points = starts(args.seed)
@@ -170,6 +234,9 @@ def main(argv=None):
         if args.warmup:
             out["warmup"] = warmup_costs(lik, cov, points, args.seed)
             _common.log(f"warm-up: {out['warmup']}")
+        if args.compile:
+            out["level_pass_ms"] = pass_costs(lik, points, args.rounds)
+            _common.log(f"level pass: {out['level_pass_ms']}")
     _common.emit(out)
 
 
