@@ -69,13 +69,20 @@ def cell_labels(model, schema) -> list[tuple[str, dict]]:
     return labels
 
 
-def per_check(probs: np.ndarray, labels, target: float) -> list[dict]:
+def cell_diagnostics(probs: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """{draws per chain: (R̂, bulk ESS) of every cell over the first that many draws}, every
+    :data:`STEP` draws and at the end. A cell's R̂ does not depend on the other cells computed with it,
+    so any subset of cells reads its R̂ from these arrays."""
     from dpsynth.graphical.posterior import rhat_and_ess
 
-    chains, draws, _ = probs.shape
+    draws = probs.shape[1]
+    return {n: tuple(np.asarray(v) for v in rhat_and_ess(probs[:, :n]))
+            for n in sorted(set(range(STEP, draws + 1, STEP)) | {draws})}
+
+
+def per_check(diagnostics: dict, chains: int, labels, target: float) -> list[dict]:
     out = []
-    for n in range(STEP, draws + 1, STEP):
-        rhat, ess = (np.asarray(v) for v in rhat_and_ess(probs[:, :n]))
+    for n, (rhat, ess) in diagnostics.items():
         worst = int(np.nanargmax(rhat))
         out.append({"draws_per_chain": n, "rhat_max": round(float(rhat[worst]), 4),
                     "cells_over_target": int(np.sum(rhat > target)),
@@ -87,7 +94,6 @@ def per_check(probs: np.ndarray, labels, target: float) -> list[dict]:
 
 def main(argv=None):
     import dpsynth
-    from dpsynth.graphical.posterior import rhat_and_ess
 
     ap = _common.parser(__doc__)
     ap.add_argument("--seed", type=int, default=17)
@@ -103,16 +109,17 @@ def main(argv=None):
     probs, target = kept.probs, gen.rhat_target
     labels = cell_labels(gen.model_, schema)
     _common.log(f"seed {args.seed}: {seconds:.1f} s, draws {probs.shape}")
-    rhat, ess = (np.asarray(v) for v in rhat_and_ess(probs))
-    mean = probs.mean(axis=(0, 1))
     chains, draws = probs.shape[:2]
+    diagnostics = cell_diagnostics(probs)
+    rhat, ess = diagnostics[draws]
+    mean = probs.mean(axis=(0, 1))
     worst = [{"cell": int(i), "table": labels[i][0], "levels": labels[i][1], "rhat": round(float(rhat[i]), 4),
               "tau": round(float(chains * draws / ess[i]), 1), "rows": round(float(mean[i] * len(df)), 1)}
              for i in np.argsort(-np.nan_to_num(rhat, nan=-np.inf))[:10]]
     out = {"machine": _common.machine(), "note": _common.CONTENTION, "seed": args.seed,
            "seconds_fit_plus_20": round(seconds, 1), "draws_per_chain": draws, "cells": len(labels),
            "median_tau": round(float(np.nanmedian(chains * draws / ess)), 1),
-           "path": per_check(probs, labels, target), "worst_at_end": worst}
+           "path": per_check(diagnostics, chains, labels, target), "worst_at_end": worst}
     if args.leave_out:
         table = " x ".join(_common.parse_list(args.leave_out))
         out_cells = [i for i, (t, lv) in enumerate(labels) if t == table and "missing" in lv.values()]
@@ -120,8 +127,7 @@ def main(argv=None):
             raise SystemExit(f"no cell of table {table!r} has a missing level (tables: {sorted({t for t, _ in labels})})")
         keep = np.setdiff1d(np.arange(len(labels)), out_cells)
         out["left_out"] = {"table": table, "cells": len(out_cells), "rhat_max_without": [
-            [n, round(float(np.nanmax(np.asarray(rhat_and_ess(probs[:, :n, keep], ess=False)[0]))), 4)]
-            for n in range(STEP, draws + 1, STEP)]}
+            [n, round(float(np.nanmax(r[keep])), 4)] for n, (r, _) in diagnostics.items()]}
     _common.emit(out)
 
 

@@ -144,7 +144,7 @@ def warmup_costs(lik, cov, points, seed: int) -> dict:
         t0 = time.perf_counter()
         res = posterior.hmc(lik.log_posterior, points[:16], cov=cov, warmup=warmup, draws=1,
                             rng=np.random.default_rng(seed), surrogate=lik.surrogate, delayed_acceptance=False,
-                            fit_transform=lambda d: maps.fit(d), metric_target=cov.numpy(),
+                            fit_transform=maps.fit, metric_target=cov.numpy(),
                             split_chains=True, last_window=last)
         total = time.perf_counter() - t0
     finally:
