@@ -1082,6 +1082,41 @@ def test_level_pass_backward_by_hand_is_autograds_to_second_order(scale):
         torch.testing.assert_close(hess, hess_ref, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("scale", [1.5, 300.0])
+def test_compiled_level_pass_is_the_torch_pass(scale):
+    """The compiled loops (:mod:`dpsynth.graphical.level_kernels`) give the torch pass's log Z,
+    beliefs and hand-written backward, also where separator sums hit their floor (scale 300), on a
+    tree with three levels; batches above :data:`KERNEL_MAX_ROWS` rows, and a forward that autograd
+    records, take the torch pass; the compiled sparse product is the CSR product."""
+    from dpsynth.graphical import level_kernels
+    from dpsynth.graphical.icin import IcinModel
+    from dpsynth.graphical.level_pass import KERNEL_MAX_ROWS, level_backward, level_forward, torch_backward, torch_forward
+
+    dom = Domain(["a", "b", "c", "d", "e", "f", "g"], [3, 2, 4, 3, 2, 3, 2])
+    model = IcinModel(dom, [("a", "b"), ("b", "c"), ("b", "d"), ("d", "e"), ("c", "f"), ("g",)],
+                      incomplete=["c", "e"], shift={"c": 0.4})
+    levels = model._level_plan()["levels"]
+    assert len(levels) >= 3
+    rng = np.random.default_rng(6)
+    for rows in (1, 8, KERNEL_MAX_ROWS + 1):
+        flat = model.lifted_potentials(torch.as_tensor(rng.normal(0, scale, (rows, model.D))))
+        log_z, belief, saved = level_forward(levels, flat)
+        assert isinstance(saved, level_kernels.Saved) == (rows <= KERNEL_MAX_ROWS)
+        ref_z, ref_b, ref_saved = torch_forward(levels, flat)
+        torch.testing.assert_close(log_z, ref_z, rtol=1e-13, atol=1e-13)
+        torch.testing.assert_close(belief, ref_b, rtol=1e-12, atol=1e-300)
+        grad_b, grad_z = torch.as_tensor(rng.normal(size=belief.shape)), torch.as_tensor(rng.normal(size=rows))
+        torch.testing.assert_close(level_backward(levels, saved, grad_z, grad_b),
+                                   torch_backward(levels, ref_saved, grad_z, grad_b), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(level_backward(levels, saved, None, grad_b),
+                                   torch_backward(levels, ref_saved, None, grad_b), rtol=1e-12, atol=1e-12)
+    recorded = model.lifted_potentials(torch.zeros((2, model.D), dtype=torch.float64, requires_grad=True))
+    assert not isinstance(level_forward(levels, recorded)[2], level_kernels.Saved)
+    lift = model._level_plan()["lift"]
+    x = torch.as_tensor(rng.normal(size=(model.D, 5)))
+    torch.testing.assert_close(lift.mm(x), lift.matrix @ x, rtol=0, atol=1e-13)
+
+
 def test_sparse_map_with_one_entry_per_row_is_a_gather():
     """A map with exactly one 1 in every row (a lift onto clique cells) is applied as a gather,
     with the same values and gradients as the dense product; a map without it is not."""

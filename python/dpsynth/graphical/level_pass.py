@@ -20,6 +20,9 @@ recorded and replayed every forward operation (Adult-10 with 20 % MCAR, 2,100 tr
 levels: the backward of one pass took about twice its forward). When a graph of the backward is
 asked for (``create_graph``, e.g. the Hessian of a Laplace approximation) the backward instead
 differentiates the forward again under autograd, so derivatives of any order stay exact.
+Batches that need no graph (the sampler's 1–32 rows) run both directions as compiled loops
+(:mod:`dpsynth.graphical.level_kernels`), the same sums fused; :func:`torch_forward` and
+:func:`torch_backward` are the torch operations, recorded by autograd where asked.
 
 Example
 -------
@@ -47,10 +50,27 @@ from .factor import DTYPE
 TINY = torch.finfo(DTYPE).tiny
 
 
+#: batches of at most this many rows that need no autograd graph run the compiled loops of
+#: :mod:`dpsynth.graphical.level_kernels` (the sampler's 1–32 rows); larger ones, whose torch
+#: operations spread over the machine's threads, run :func:`torch_forward`
+KERNEL_MAX_ROWS = 64
+
+
 def level_forward(levels: list[dict], flat: torch.Tensor):
     """(log Z (B,), beliefs of every cell (cells in level order, B), what the backward needs) from
-    the log-potentials ``flat`` (cells, B); recorded by autograd where ``flat`` asks for gradients
-    (the sparse maps add no node otherwise)."""
+    the log-potentials ``flat`` (cells, B): :func:`torch_forward`, recorded by autograd, where
+    ``flat`` asks for gradients; otherwise, up to :data:`KERNEL_MAX_ROWS` rows, the same pass
+    compiled (:func:`dpsynth.graphical.level_kernels.forward`)."""
+    if (torch.is_grad_enabled() and flat.requires_grad) or flat.shape[1] > KERNEL_MAX_ROWS:
+        return torch_forward(levels, flat)
+    from . import level_kernels
+
+    return level_kernels.forward(levels, flat)
+
+
+def torch_forward(levels: list[dict], flat: torch.Tensor):
+    """:func:`level_forward` as torch operations (recorded by autograd where ``flat`` asks for
+    gradients; the sparse maps add no node otherwise)."""
     pieces = torch.split(flat, [lv["size"] for lv in levels], dim=0)
     up, below, tilted, sums = [None] * len(levels), [None] * len(levels), [None] * len(levels), [None] * len(levels)
     for d in reversed(range(len(levels))):
@@ -85,7 +105,17 @@ def _floored_ratio(grad: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
 def level_backward(levels: list[dict], saved, grad_log_z: torch.Tensor | None,
                    grad_belief: torch.Tensor) -> torch.Tensor:
     """∂L/∂flat from ∂L/∂log Z (B,; None: zero) and ∂L/∂beliefs (cells, B) (module docstring);
-    ``saved``: the third value :func:`level_forward` returned."""
+    ``saved``: the third value :func:`level_forward` returned (compiled loops where it ran them)."""
+    from . import level_kernels
+
+    if isinstance(saved, level_kernels.Saved):
+        return level_kernels.backward(levels, saved, grad_log_z, grad_belief)
+    return torch_backward(levels, saved, grad_log_z, grad_belief)
+
+
+def torch_backward(levels: list[dict], saved, grad_log_z: torch.Tensor | None,
+                   grad_belief: torch.Tensor) -> torch.Tensor:
+    """:func:`level_backward` as torch operations, from what :func:`torch_forward` saved."""
     belief, tilted, sums, onto = saved
     g_bel = list(torch.split(grad_belief, [lv["size"] for lv in levels], dim=0))
     g_below, g_up = [None] * len(levels), [None] * len(levels)

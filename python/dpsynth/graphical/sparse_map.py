@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import torch
 
 from .factor import DTYPE
@@ -56,11 +57,23 @@ class SparseMap:
         # 20 separator cells onto 1,740 clique cells 7.6 µs against 17.5 µs as a CSR product)
         one_each = rows.numel() == self.shape[0] and bool((torch.bincount(rows, minlength=self.shape[0]) == 1).all())
         self.gather = cols[torch.argsort(rows)] if one_each else None
+        # the same matrix for the compiled product of small batches (:func:`level_kernels.csr_sum`)
+        self.indptr = self.matrix.crow_indices().numpy().astype(np.int64)
+        self.indices = self.matrix.col_indices().numpy().astype(np.int64)
+        self.values = self.matrix.values().numpy()
         self.T = _transpose if _transpose is not None else SparseMap(cols, rows, self.shape[::-1], self)
 
     def mm(self, x: torch.Tensor) -> torch.Tensor:
-        """A @ x (x: (n_in, batch)) outside autograd: a gather where A has one 1 per row, else the CSR product."""
-        return x.index_select(0, self.gather) if self.gather is not None else self.matrix @ x.contiguous()
+        """A @ x (x: (n_in, batch)) outside autograd: a gather where A has one 1 per row, else the
+        CSR product, compiled for float64 batches of at most
+        :data:`dpsynth.graphical.level_pass.KERNEL_MAX_ROWS` rows (:func:`level_kernels.csr_sum`)."""
+        if self.gather is not None:
+            return x.index_select(0, self.gather)
+        from . import level_kernels, level_pass
+
+        if x.dtype == DTYPE and x.shape[1] <= level_pass.KERNEL_MAX_ROWS:
+            return level_kernels.csr_sum(self.indptr, self.indices, self.values, x)
+        return self.matrix @ x.contiguous()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 2 or x.shape[0] != self.shape[1]:
