@@ -19,10 +19,12 @@ Laplace covariance F⁻¹ there; 16 chains at N(mode, 0.3² F⁻¹), as a fit st
   ``exact_evaluations``: its :func:`dpsynth.graphical.noise_aware.fit_draws` exact log densities),
   the coordinate maps, the expanded-V builds; ``other`` is the rest.
 - ``level_pass_ms`` (``--compile``): the forward message pass of the surrogate's model at 8 and 16
-  rows (:func:`dpsynth.graphical.level_pass.level_forward`, its maps CSR products) against the same
-  pass written with index operations (:func:`index_forward`: ``index_add`` / ``index_select``, which
-  ``torch.compile`` fuses; CSR tensors break its graph) and compiled: ms per pass, the seconds the
-  compiling took, and the largest difference in log Z and beliefs. A prototype for a fused step.
+  rows as torch operations (:func:`dpsynth.graphical.level_pass.torch_forward`, its maps CSR
+  products: ``csr_*``), as the compiled loops the sampler runs (:mod:`dpsynth.graphical.level_kernels`:
+  ``loops_*``, and ``loops_backward_*`` against ``csr_backward_*`` for the hand-written backward), and
+  written with index operations (:func:`index_forward`: ``index_add`` / ``index_select``, which
+  ``torch.compile`` fuses; CSR tensors break its graph) and compiled (``index_compiled_*``): ms per
+  pass, the seconds the compiling took, and the largest difference in log Z and beliefs.
 
 Usage: python bench/napsu_step.py [--seed 17] [--rounds 3] [--no-warmup] [--compile]
 Prints progress on stderr and one JSON object on the last line of stdout.
@@ -191,7 +193,8 @@ def index_forward(levels):
 
 
 def pass_costs(lik, points, rounds: int) -> dict:
-    from dpsynth.graphical.level_pass import level_forward
+    from dpsynth.graphical import level_kernels
+    from dpsynth.graphical.level_pass import torch_backward, torch_forward
 
     model = lik.model
     levels = model.pass_maps()[2]
@@ -203,13 +206,20 @@ def pass_costs(lik, points, rounds: int) -> dict:
             t0 = time.perf_counter()
             compiled(flat)
             seconds[name] = round(time.perf_counter() - t0, 1)
-        diff = max(float((a - b).abs().max()) for flat in batches.values()
-                   for a, b in zip(level_forward(levels, flat)[:2], compiled(flat)))
+        diff = max(float((a - b).abs().max()) for flat in batches.values() for other in
+                   (compiled(flat), level_kernels.forward(levels, flat)[:2])
+                   for a, b in zip(torch_forward(levels, flat)[:2], other))
         out = collections.defaultdict(list)
         for _ in range(rounds):
             for name, flat in batches.items():
-                out[f"csr_{name}"].append(timed(lambda: level_forward(levels, flat), 300))
+                weights = torch.ones_like(flat)
+                saved_csr, saved_loops = torch_forward(levels, flat)[2], level_kernels.forward(levels, flat)[2]
+                out[f"csr_{name}"].append(timed(lambda: torch_forward(levels, flat), 300))
+                out[f"loops_{name}"].append(timed(lambda: level_kernels.forward(levels, flat), 300))
                 out[f"index_compiled_{name}"].append(timed(lambda: compiled(flat), 300))
+                out[f"csr_backward_{name}"].append(timed(lambda: torch_backward(levels, saved_csr, None, weights), 300))
+                out[f"loops_backward_{name}"].append(
+                    timed(lambda: level_kernels.backward(levels, saved_loops, None, weights), 300))
     return {**{k: round(statistics.median(v), 3) for k, v in out.items()}, "compile_seconds": seconds,
             "max_abs_difference": diff}
 
@@ -221,7 +231,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True)
-    ap.add_argument("--compile", action="store_true", help="also time a compiled level pass (level_pass_ms)")
+    ap.add_argument("--compile", action="store_true", help="also time the level pass as torch operations, compiled loops and compiled index operations (level_pass_ms)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     lik, mode, cov, points = starts(args.seed)

@@ -1112,6 +1112,8 @@ def test_compiled_level_pass_is_the_torch_pass(scale):
                                    torch_backward(levels, ref_saved, None, grad_b), rtol=1e-12, atol=1e-12)
     recorded = model.lifted_potentials(torch.zeros((2, model.D), dtype=torch.float64, requires_grad=True))
     assert not isinstance(level_forward(levels, recorded)[2], level_kernels.Saved)
+    # the exact evaluations' chunks call these on threads (map_chunks): they must release the GIL
+    assert all(k.targetoptions.get("nogil") for k in (level_kernels._forward, level_kernels._backward, level_kernels._csr_sum))
     lift = model._level_plan()["lift"]
     x = torch.as_tensor(rng.normal(size=(model.D, 5)))
     torch.testing.assert_close(lift.mm(x), lift.matrix @ x, rtol=0, atol=1e-13)

@@ -20,6 +20,8 @@ backward took 0.31 + 0.18 ms at 8 rows and 0.48 + 0.26 ms at 16 rows against tor
 ``bench/napsu_step.py``). Neither torch.compile (the pass's CSR maps break its graph; written with
 index operations it compiles in 4–9 s per process, every process) nor numpy's vectorised
 functions fuse these loops; numba compiles them once per machine (``cache=True``, about 2 s).
+The loops release the GIL (``nogil``): the exact evaluations' chunks of up to 32 points run on
+threads (:func:`dpsynth.graphical.chunks.map_chunks`) and take the same passes.
 
 Layout (:func:`plan_of`): the levels' cells, cliques and separator cells numbered globally in
 level order; ``pairs`` (parent cell, child's separator cell) of each level, offsets per level.
@@ -104,7 +106,7 @@ def backward(levels: list[dict], saved: Saved, grad_log_z: torch.Tensor | None,
     return torch.from_numpy(_backward(g, gz, *saved, *plan_of(levels)))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _forward(flat, cell_off, sep_off, clique_off, clique, sep, sep_clique, pair_cell, pair_sep, pair_off):
     n_cells, rows = flat.shape
     depth = len(cell_off) - 1
@@ -173,7 +175,7 @@ def _forward(flat, cell_off, sep_off, clique_off, clique, sep, sep_clique, pair_
     return log_z, belief, tilted, sums, onto
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _backward(grad_belief, grad_log_z, belief, tilted, sums, onto,
               cell_off, sep_off, clique_off, clique, sep, sep_clique, pair_cell, pair_sep, pair_off):
     n_cells, rows = belief.shape
@@ -231,7 +233,7 @@ def csr_sum(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, x: torc
     return torch.from_numpy(_csr_sum(indptr, indices, values, np.ascontiguousarray(x.detach().numpy(), dtype=np.float64)))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _csr_sum(indptr, indices, values, x):
     rows = x.shape[1]
     out = np.zeros((len(indptr) - 1, rows))
