@@ -518,6 +518,19 @@ def test_mixing_diagnostics_on_two_threads_equal_one():
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
     assert np.isnan(two[0][120]) and np.isnan(two[1][120]) and np.isfinite(two[0][:80]).all()
+    # blocks bounded by BLOCK_DRAWS (long chains): 150 quantities in 12 blocks of ≤ 13; R̂ bitwise,
+    # the ESS to rounding (the FFT's and sums' order over a block's columns can move its last bit)
+    calls, inner = [], mixing._rhat_and_ess
+    old_block = mixing.BLOCK_DRAWS
+    try:
+        mixing.BLOCK_DRAWS = 8 * 101 * 13
+        mixing._rhat_and_ess = lambda block, *a: calls.append(block.shape[-1]) or inner(block, *a)
+        many = mixing.rhat_and_ess(x)
+    finally:
+        mixing.BLOCK_DRAWS, mixing._rhat_and_ess = old_block, inner
+    assert len(calls) == 12 and max(calls) <= 13 and sum(calls) == 150
+    np.testing.assert_array_equal(one[0], many[0])
+    np.testing.assert_allclose(one[1], many[1], rtol=1e-14)
 
     def no_pool(*args, **kwargs):
         raise AssertionError("one_core: map_chunks must not start threads")

@@ -8,9 +8,10 @@ docstring states them), with one rewriting: below the root a belief is
 β_c = exp(b_c + log max(q_s, TINY) − u_s) with u_s = log max(Σ_{c'→s} e^{b_c' − top}, TINY) + top,
 that is β_c = t_c · max(q_s, TINY) / max(σ_s, TINY) with t_c = e^{b_c − top} the tilted value the up
 pass already computed and σ_s its sum onto separator cell s (where t_c is below float64's normal
-range, the exponential of the sum as the torch pass takes it, so nothing underflows that did not). One exponential per tree cell instead
-of two (one more per root cell for log Z), and each division once per separator cell. The
-backward likewise divides once per separator cell and multiplies per tree cell.
+range, the exponential of the sum as the torch pass takes it, so nothing underflows that did not).
+One exponential per tree cell instead of two (one more per root cell for log Z), and each division
+once per separator cell. The backward likewise divides once per separator cell and multiplies per
+tree cell.
 
 Why compiled loops and not torch operations: at the sampler's sizes the pass is a few dozen
 passes over small arrays (the bundled Adult at 15 columns: 3,186 tree cells in three levels, 8
@@ -102,7 +103,7 @@ def backward(levels: list[dict], saved: Saved, grad_log_z: torch.Tensor | None,
     belief = saved[0]
     g = np.ascontiguousarray(grad_belief.detach().numpy(), dtype=np.float64)
     gz = np.zeros(belief.shape[1]) if grad_log_z is None else \
-        np.ascontiguousarray(torch.as_tensor(grad_log_z, dtype=DTYPE).expand(belief.shape[1]).numpy())
+        np.ascontiguousarray(torch.as_tensor(grad_log_z, dtype=DTYPE).detach().expand(belief.shape[1]).numpy())
     return torch.from_numpy(_backward(g, gz, *saved, *plan_of(levels)))
 
 
