@@ -1059,20 +1059,28 @@ def test_junction_tree_is_rooted_at_a_centre_and_the_level_pass_survives_underfl
     assert bool(torch.isfinite(g).all())
 
 
-@pytest.mark.parametrize("scale", [1.5, 300.0])
-def test_level_pass_backward_by_hand_is_autograds_to_second_order(scale):
-    """The level pass's hand-written backward (:func:`dpsynth.graphical.level_pass.level_backward`)
-    gives autograd's gradient of the same forward, also where separator sums hit their floor
-    (scale 300: most cells underflow), and a graph of it (create_graph) gives autograd's second
-    derivatives."""
+def _three_level_icin():
+    """An ICIN model whose junction tree has three levels, branching, a clique with no statistic
+    of its own and a disconnected column: (model, its level plan's levels)."""
     from dpsynth.graphical.icin import IcinModel
-    from dpsynth.graphical.level_pass import level_forward, level_pass
 
     dom = Domain(["a", "b", "c", "d", "e", "f", "g"], [3, 2, 4, 3, 2, 3, 2])
     model = IcinModel(dom, [("a", "b"), ("b", "c"), ("b", "d"), ("d", "e"), ("c", "f"), ("g",)],
                       incomplete=["c", "e"], shift={"c": 0.4})
     levels = model._level_plan()["levels"]
     assert len(levels) >= 3
+    return model, levels
+
+
+@pytest.mark.parametrize("scale", [1.5, 300.0])
+def test_level_pass_backward_by_hand_is_autograds_to_second_order(scale):
+    """The level pass's hand-written backward (:func:`dpsynth.graphical.level_pass.level_backward`)
+    gives autograd's gradient of the same forward, also where separator sums hit their floor
+    (scale 300: most cells underflow), and a graph of it (create_graph) gives autograd's second
+    derivatives."""
+    from dpsynth.graphical.level_pass import level_forward, level_pass
+
+    model, levels = _three_level_icin()
     rng = np.random.default_rng(4)
     theta = torch.as_tensor(rng.normal(0, scale, (5, model.D))).requires_grad_(True)
     weight = torch.as_tensor(rng.normal(size=(len(model._level_plan()["order"]), 5)))
@@ -1102,14 +1110,9 @@ def test_compiled_level_pass_is_the_torch_pass(scale):
     tree with three levels; batches above :data:`KERNEL_MAX_ROWS` rows, and a forward that autograd
     records, take the torch pass; the compiled sparse product is the CSR product."""
     from dpsynth.graphical import level_kernels
-    from dpsynth.graphical.icin import IcinModel
     from dpsynth.graphical.level_pass import KERNEL_MAX_ROWS, level_backward, level_forward, torch_backward, torch_forward
 
-    dom = Domain(["a", "b", "c", "d", "e", "f", "g"], [3, 2, 4, 3, 2, 3, 2])
-    model = IcinModel(dom, [("a", "b"), ("b", "c"), ("b", "d"), ("d", "e"), ("c", "f"), ("g",)],
-                      incomplete=["c", "e"], shift={"c": 0.4})
-    levels = model._level_plan()["levels"]
-    assert len(levels) >= 3
+    model, levels = _three_level_icin()
     rng = np.random.default_rng(6)
     for rows in (1, 8, KERNEL_MAX_ROWS + 1):
         flat = model.lifted_potentials(torch.as_tensor(rng.normal(0, scale, (rows, model.D))))
