@@ -59,9 +59,10 @@ KERNEL_MAX_ROWS = 64
 def level_forward(levels: list[dict], flat: torch.Tensor):
     """(log Z (B,), beliefs of every cell (cells in level order, B), what the backward needs) from
     the log-potentials ``flat`` (cells, B): :func:`torch_forward`, recorded by autograd, where
-    ``flat`` asks for gradients; otherwise, up to :data:`KERNEL_MAX_ROWS` rows, the same pass
-    compiled (:func:`dpsynth.graphical.level_kernels.forward`)."""
-    if (torch.is_grad_enabled() and flat.requires_grad) or flat.shape[1] > KERNEL_MAX_ROWS:
+    ``flat`` asks for gradients; otherwise, for float64 batches of up to :data:`KERNEL_MAX_ROWS`
+    rows (as :meth:`dpsynth.graphical.sparse_map.SparseMap.mm`), the same pass compiled
+    (:func:`dpsynth.graphical.level_kernels.forward`, whose loops are float64)."""
+    if (torch.is_grad_enabled() and flat.requires_grad) or flat.shape[1] > KERNEL_MAX_ROWS or flat.dtype != DTYPE:
         return torch_forward(levels, flat)
     from . import level_kernels
 
