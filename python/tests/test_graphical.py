@@ -251,6 +251,25 @@ def test_hmc_can_adapt_its_step_size_alone():
     assert fixed.step_size == 0.01 and fixed.accept_rate > 0.99
 
 
+def test_hmc_sampling_path_length_lengthens_the_draws_paths_and_leaves_the_warmup_alone():
+    """sampling_path_length: the draws' paths are that long (π against π/2: twice the leapfrog steps
+    at a fixed step), while the warm-up (its step-size adaptation) is the run without it."""
+    cov = torch.eye(3, dtype=torch.float64)
+    init = torch.as_tensor(np.random.default_rng(0).normal(size=(8, 3)), dtype=torch.float64)
+
+    def normal(x):
+        return -0.5 * (x ** 2).sum(-1)
+
+    runs = [hmc(normal, init, cov=cov, warmup=0, draws=200, step_size=0.1, rng=np.random.default_rng(1),
+                sampling_path_length=length) for length in (None, math.pi)]
+    assert runs[1].n_leapfrog == pytest.approx(2 * runs[0].n_leapfrog, rel=0.1)
+    assert runs[0].n_leapfrog == pytest.approx(0.5 * math.pi / 0.1, rel=0.1)
+    adapted = [hmc(normal, init, cov=cov, warmup=30, draws=5, step_size=0.01, rng=np.random.default_rng(2),
+                   adapt_metric=False, sampling_path_length=length) for length in (None, math.pi)]
+    assert adapted[0].step_size == adapted[1].step_size  # the same warm-up, draw for draw
+    assert adapted[1].gradient_evaluations > adapted[0].gradient_evaluations
+
+
 def test_shrinkage_towards_a_target_keeps_the_dependence_the_identity_washes_out():
     from dpsynth.graphical.metric import shrinkage_towards, shrunk_covariance
 

@@ -678,6 +678,25 @@ def test_a_wide_model_checks_inside_each_extension_and_stops_where_it_mixes(toy_
     assert len(wide["inside_seconds"]) == 3 and len(wide["check_seconds"]) == 2
 
 
+@pytest.mark.filterwarnings("ignore::dpsynth.PosteriorNotMixedWarning")  # R̂ ≤ 1: unreachable on purpose
+def test_a_wide_model_samples_with_longer_paths_than_its_warmup(toy_fit, monkeypatch):
+    """Models from SPLIT_MIN_DIM parameters on take paths of SAMPLING_PATH_LENGTH after warm-up, in
+    the first run and in every extension; smaller models keep hmc's π/2 throughout."""
+    from dpsynth.generators import napsu_sampling
+
+    calls = _record_hmc(monkeypatch, "sampling_path_length")
+    monkeypatch.setattr(napsu_sampling, "MAX_EXTENSIONS", 1)
+    df, _ = toy_fit
+    kw = dict(queries=TOY_QUERY, mcmc_chains=3, mcmc_warmup=30, mcmc_draws=20, rhat_target=1.0)
+    NAPSUMQ(1.0, 1 / 2000 ** 2, **kw).fit(df, TOY_SCHEMA, seed=1)
+    monkeypatch.setattr(napsu_sampling, "SPLIT_MIN_DIM", 2)  # the toy model counted as wide
+    wide = NAPSUMQ(1.0, 1 / 2000 ** 2, **kw).fit(df, TOY_SCHEMA, seed=1).diagnostics_
+    assert [c["sampling_path_length"] for c in calls] == [None, None] + [napsu_sampling.SAMPLING_PATH_LENGTH] * 2
+    assert napsu_sampling.SAMPLING_PATH_LENGTH == pytest.approx(math.pi)
+    # π after a warm-up of π/2: about twice the leapfrog steps of a warm-up draw at the same step
+    assert wide["n_leapfrog"] > 1.5 * 0.5 * math.pi / wide["step_size"] * 0.9
+
+
 def test_a_run_whose_rhat_still_falls_is_not_restarted(toy_fit, monkeypatch):
     """Past RESTART_AFTER extensions, a run is restarted only once its R̂ has stalled: with the
     stall ratio out of reach, the same unmixed run keeps every draw, however far from mixed and

@@ -164,6 +164,11 @@ CELL_CHUNK = 64
 #: columns, seed 6 (an R̂ of all 1,391 cells 1.2 s on one core; seven of nine checks computed two):
 #: the checks after the first and the waits for their maps 23.1 → 19.6 s, the same draws
 SCREEN_CELLS, SCREEN_MARGIN = 64, 1e-9
+#: path length after warm-up (the metric's units, ±50 % jitter) for models of SPLIT_MIN_DIM parameters or more: π,
+#: warm-up keeps π/2. Rare cells' directions are wider than warm-up's metric says, and a path L turns the motion
+#: along a direction of sd s by L/s. The bundled Adult at 15 columns, seeds 1–10: 400–600 draws per chain against
+#: 600–1,000, median fit + 20 datasets 229.0 against 275.6 s (docs/napsu-measurements.md, "fourth"). None: π/2
+SAMPLING_PATH_LENGTH: float | None = math.pi
 #: Pareto k̂ above which importance-reweighted draws are not trusted (Vehtari et al. 2024)
 PARETO_K_MAX = 0.7
 #: chains start at N(mode, INIT_SCALE² F⁻¹): spread out, yet inside the region where the frozen-V
@@ -218,14 +223,8 @@ RESTART_AFTER = 4
 #: margin (rhat_target − 1): near its target R̂ hovers (the bundled 10 columns, seed 1: 1.0102,
 #: 1.0101, 1.0101 after 900–1,100 draws, mixed at 1,200), which is no reason to start again
 STALL_CHECKS, STALL_RATIO, STALL_ABOVE = 4, 0.9, 2.0
-#: (a large model's run far from mixed after its first extension, R̂ guiding to more than 2,000 draws
-#: per chain, also restarted, from 2026-12-04 to 74c3c6e. It went: the bundled Adult at 15 columns,
-#: ca6dd5a, seed 1 (R̂ 1.165 / 1.099 after 200 / 300 draws per chain: one chain of 16 sat where four
-#: rare cells of three tables had 0.02–0.05 and one 3.9 times the others' probability, at a typical
-#: exact log density) and seed 8 took 472.6 / 460.1 s with the restart and 302.1 / 335.2 s without it,
-#: mixed after 1,000 / 1,100 draws on the draws after the first 200 (:data:`TRANSIENT_MODES`); leaving
-#: out the first half of the draws instead took seed 1 to 1,200 draws, 336.2 s: a shorter set's R̂ is
-#: noisier. docs/napsu-measurements.md, "Session of 2026-12-05, third")
+#: (a restart of large models' runs far from mixed after one extension, 2026-12-04 to 74c3c6e, cost the bundled Adult
+#: at 15 columns time: seeds 1 / 8 472.6 / 460.1 s against 302.1 / 335.2 s; docs/napsu-measurements.md, "2026-12-05, third")
 
 
 #: the first draws after warm-up can still be a transient (chains travelling from their starts near
@@ -317,6 +316,7 @@ class PosteriorSampling:
 
         warmup, last_window = self.mcmc_warmup_, None
         split = CHAIN_PROCESSES > 1 and lik.dim >= SPLIT_MIN_DIM
+        long_path = SAMPLING_PATH_LENGTH if lik.dim >= SPLIT_MIN_DIM else None
         if self.missing_mode_ == "mar" and self.mcmc_warmup is None:  # left at its default: by width
             warmup, last_window = mar_warmup(warmup, lik.dim, self.mcmc_chains_)
 
@@ -325,7 +325,7 @@ class PosteriorSampling:
             kept draws and the density the draws are reweighted from."""
             run = hmc(lik.log_posterior, start, cov=cov, warmup=warmup, draws=self.mcmc_draws_ * self.mcmc_thin_,
                       rng=rng, surrogate=lik.surrogate, delayed_acceptance=delayed, fit_transform=fit_map,
-                      metric_target=target, split_chains=split, last_window=last_window)
+                      metric_target=target, split_chains=split, last_window=last_window, sampling_path_length=long_path)
             kept = thinned(run)
             return run, kept, run.target if not delayed else lik.surrogate(kept.reshape(-1, lik.dim).mean(0))
 
@@ -446,7 +446,7 @@ class PosteriorSampling:
                        step_size=last.step_size, draws=math.ceil(share * self.mcmc_draws_) * self.mcmc_thin_,
                        surrogate=lambda _c, _d=None: guide, delayed_acceptance=delayed, transform=tmap,
                        adapt_metric=False, split_chains=split, stop=stop_inside if split and INSIDE_CHECK_DRAWS else None,
-                       stop_every=INSIDE_CHECK_DRAWS * self.mcmc_thin_)  # read only with a stop
+                       stop_every=INSIDE_CHECK_DRAWS * self.mcmc_thin_, sampling_path_length=long_path)  # stop_every: with a stop
             more.seconds -= sum(phases["inside"][checked:])  # the chains' seconds, as a run's without checks
             last, retuned = more, retuned + retune
             draws = torch.cat([draws, thinned(more)], dim=1)

@@ -289,7 +289,8 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
         fit_transform: Callable | None = None, metric_target: np.ndarray | None = None,
         adapt_metric: bool = True, short_steps: tuple[float, float, float] | None = SHORT_STEPS,
         split_chains: bool = False, last_window: int | None = None,
-        stop: Callable | None = None, stop_every: int = 25) -> HMCResult:
+        stop: Callable | None = None, stop_every: int = 25,
+        sampling_path_length: float | None = None) -> HMCResult:
     """Hamiltonian Monte Carlo (Neal 2011) with a dense mass matrix adapted in warm-up, for a
     batch of chains that start at the rows of ``init`` (chains, dim) and advance together (one
     batched value-and-gradient per leapfrog step).
@@ -302,7 +303,9 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     the starting metric (e.g. a Laplace covariance; default the identity). After warm-up the path length, in
     the metric's units, is ``path_length`` (π/2: a quarter period of a standard Gaussian, where a
     position no longer correlates with its start) times a uniform jitter of ±``jitter``, so that
-    no fixed period can lock in. Non-finite log densities reject the proposal (a divergence).
+    no fixed period can lock in; ``sampling_path_length`` (None: ``path_length``) replaces it after
+    warm-up, so that the draws may take longer paths than the warm-up's adaptation. Non-finite log
+    densities reject the proposal (a divergence).
     ``step_size`` starts (or, with ``warmup=0``, fixes) the step size. ``adapt_metric=False``: the
     warm-up adapts the step size alone (dual averaging over all of it), keeping ``cov``, the
     surrogate and the map as given. ``short_steps`` = (share, low, high): after warm-up each chain,
@@ -424,7 +427,8 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     for it in range(warmup + draws):
         sampling = it >= warmup
         eps = step * (float(rng.uniform(0.9, 1.1)) if sampling else 1.0)
-        length = path_length * float(rng.uniform(1 - jitter, 1 + jitter))
+        length = (sampling_path_length if sampling and sampling_path_length is not None else path_length) \
+            * float(rng.uniform(1 - jitter, 1 + jitter))
         n_steps = int(min(max_leapfrog, max(1, math.ceil(length / eps))))
         if sampling and short_steps:  # some chains take shorter steps (and a shorter path) this draw
             share, low, high = short_steps
