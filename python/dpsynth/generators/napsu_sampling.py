@@ -315,8 +315,8 @@ class PosteriorSampling:
             return run.draws[:, self.mcmc_thin_ - 1::self.mcmc_thin_]
 
         warmup, last_window = self.mcmc_warmup_, None
-        split = CHAIN_PROCESSES > 1 and lik.dim >= SPLIT_MIN_DIM
-        long_path = SAMPLING_PATH_LENGTH if lik.dim >= SPLIT_MIN_DIM else None
+        wide = lik.dim >= SPLIT_MIN_DIM
+        split, long_path = CHAIN_PROCESSES > 1 and wide, SAMPLING_PATH_LENGTH if wide else None
         if self.missing_mode_ == "mar" and self.mcmc_warmup is None:  # left at its default: by width
             warmup, last_window = mar_warmup(warmup, lik.dim, self.mcmc_chains_)
 

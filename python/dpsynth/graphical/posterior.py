@@ -411,6 +411,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
         return {"mu": math.log(10 * step), "hbar": 0.0, "log_bar": 0.0, "m": 0}
 
     step = float(step_size) if step_size is not None else 0.5 * dim ** -0.25
+    draw_path = path_length if sampling_path_length is None else sampling_path_length
     da = new_dual(step)
     kept, acc_kept, n_lf_kept, divergences, strays = [], [], [], 0, 0
     window_accepted, window_its = torch.zeros(chains, dtype=DTYPE), 0  # proposals each chain accepted
@@ -427,8 +428,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     for it in range(warmup + draws):
         sampling = it >= warmup
         eps = step * (float(rng.uniform(0.9, 1.1)) if sampling else 1.0)
-        length = (sampling_path_length if sampling and sampling_path_length is not None else path_length) \
-            * float(rng.uniform(1 - jitter, 1 + jitter))
+        length = (draw_path if sampling else path_length) * float(rng.uniform(1 - jitter, 1 + jitter))
         n_steps = int(min(max_leapfrog, max(1, math.ceil(length / eps))))
         if sampling and short_steps:  # some chains take shorter steps (and a shorter path) this draw
             share, low, high = short_steps
