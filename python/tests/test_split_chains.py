@@ -94,6 +94,54 @@ def test_hmc_with_split_chains_and_a_coordinate_map_takes_the_same_draws():
     assert runs[0].accept_rate > 0.5
 
 
+class Walled(Gaussian):
+    """The Gaussian with zero density (log −∞) where the first coordinate exceeds 1.5."""
+
+    def __call__(self, x):
+        lp = super().__call__(x)
+        return torch.where(x[..., 0] > 1.5, torch.full_like(lp, -float("inf")), lp)
+
+    def value_and_grad(self, x):
+        return self(x), -x / SCALE ** 2
+
+
+def test_leapfrog_paths_are_the_step_by_step_leapfrog_bit_for_bit_here_and_split():
+    # hmc's trajectories, whole in each process (leapfrog.LeapfrogPaths), against the leapfrog it
+    # ran before, one step (and, split, one message) at a time: the same numbers, rows that leave
+    # the support (u = inf, gradient 0) included
+    from dpsynth.graphical.leapfrog import LeapfrogPaths
+    from dpsynth.graphical.posterior import DriftThenGradient
+    from dpsynth.graphical.transport import MarginalMap
+
+    rng = np.random.default_rng(0)
+    metric = torch.as_tensor(np.diag(rng.uniform(0.5, 2.0, 6)), dtype=torch.float32)
+    step = DriftThenGradient(Walled(), MarginalMap.identity(6), metric)
+    z = torch.as_tensor(rng.standard_normal((8, 6)))
+    p = torch.as_tensor(rng.standard_normal((8, 6))) * 2.0
+    eps = torch.as_tensor(rng.uniform(0.05, 0.3, (8, 1)))
+    _, lp0, g0 = step.drift_and_grad(z, None, 0.0)
+    zn, pn = z.clone(), p - 0.5 * eps * -g0  # the loop hmc ran until 2026-12-06
+    for s in range(12):
+        zn, lp, g = step.drift_and_grad(zn, pn, eps)
+        if s < 11:
+            pn = pn - eps * -g
+    pn = pn - 0.5 * eps * -g
+    un = -lp
+    un[~torch.isfinite(un)] = float("inf")
+    assert bool(torch.isinf(un).any()) and bool(torch.isfinite(un).any())
+    paths = LeapfrogPaths(step)
+    here = paths.run(z, p, -g0, eps, 12)
+    for got, want in zip(here, (zn, pn, un, -g)):
+        assert torch.equal(got, want)
+    with SplitDensity(paths) as split:
+        u_split, out = split.value_and_grad(LeapfrogPaths.pack(z, p, -g0, eps, 12))
+        u_at, out_at = split.value_and_grad(LeapfrogPaths.pack(z, torch.zeros_like(z), torch.zeros_like(z), 0.0, 0))
+    assert torch.equal(u_split, un) and torch.equal(out, torch.cat([zn, pn, -g], dim=-1))
+    u0 = -lp0
+    u0[~torch.isfinite(u0)] = float("inf")
+    assert torch.equal(u_at, u0) and torch.equal(out_at[:, 12:], -g0)
+
+
 def test_hmc_stopped_by_an_error_closes_its_helper_at_once(monkeypatch):
     # the exception (and its traceback, which keeps hmc's frame alive) is still held when the
     # helpers are checked: they must have been closed by hmc itself, not by garbage collection

@@ -41,6 +41,7 @@ from .metric import shrunk_covariance, velocity_metric
 from .mixing import ess_bulk, rhat_and_ess, split_rhat  # noqa: F401  (the diagnostics' home; re-exported)
 from .mixing import ChainSummary, moving_chains, settled_chains
 from .elliptical_slice import SliceResult, elliptical_slice  # noqa: F401  (re-exported: its home before)
+from .leapfrog import LeapfrogPaths
 from .split_chains import closes_own_helpers, split_density
 from .transport import MarginalMap
 
@@ -313,9 +314,10 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     draw's leapfrog steps (the number of steps is the other chains'), so a chain where the adapted
     step is beyond the leapfrog's stable range gets proposals it can accept (:data:`SHORT_STEPS`).
     A step chosen at random, independently of the state, leaves the target invariant (Neal 2011,
-    §5.4.2.2). None: every chain takes the common step. ``split_chains``: each leapfrog gradient of a
-    density with a ``value_and_grad`` is computed half here, half in a forked helper process
-    (:class:`dpsynth.graphical.split_chains.SplitDensity`): the same sampler on two cores.
+    §5.4.2.2). None: every chain takes the common step. ``split_chains``: with a density that has a
+    ``value_and_grad``, each draw's leapfrog trajectories (:class:`dpsynth.graphical.leapfrog.LeapfrogPaths`)
+    run half here, half in a forked helper process (:class:`dpsynth.graphical.split_chains.SplitDensity`):
+    the same sampler on two cores.
     ``last_window``: Stan's windows are replaced by short early ones before a last slow window of
     this many iterations (:data:`SHORT_EARLY_WINDOWS`; ``warmup`` must be :func:`short_warmup` of it).
     ``stop``: called with the draws kept so far (chains, k, dim) every ``stop_every`` of them (not
@@ -369,29 +371,25 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
     stepper, split = None, None
 
     def new_stepper():
-        """The leapfrog drift and gradient with the guide, map and metric as they are now (after each
-        warm-up window: a new one), and its helper process for half of the chains where they are split."""
+        """The leapfrog trajectories with the guide, map and metric as they are now (after each warm-up
+        window: new ones), and their helper process for half of the chains where they are split."""
         nonlocal stepper, split
         if split is not None:
             split.close()
-        stepper = DriftThenGradient(guide, tmap, metric_low)
+        stepper = LeapfrogPaths(DriftThenGradient(guide, tmap, metric_low))
         split = split_density(stepper) if split_chains and chains > 1 and hasattr(guide, "value_and_grad") else None
 
     new_stepper()
 
-    def drift_and_grad(zz, pp, ee):
-        """(zz + ee·(pp @ metric), u = −log density there, ∇u); pp None: no drift."""
+    def trajectory(zz, pp, gg, ee, n):
+        """(z, p, u = −log density, ∇u) after n leapfrog steps (:class:`LeapfrogPaths`; n = 0: at zz)."""
         if split is None:
-            zz, lp, g = stepper.drift_and_grad(zz, pp, ee)
-        else:
-            lp, out = split.value_and_grad(DriftThenGradient.pack(zz, pp, ee))
-            zz, g = out[:, :dim], out[:, dim:]
-        u = -lp
-        u[~torch.isfinite(u)] = math.inf
-        return zz, u, -g
+            return stepper.run(zz, pp, gg, ee, n)
+        u_end, out = split.value_and_grad(LeapfrogPaths.pack(zz, pp, gg, ee, n))
+        return out[:, :dim], out[:, dim:2 * dim], u_end, out[:, 2 * dim:]
 
     def u_and_grad(zz):
-        return drift_and_grad(zz, None, 0.0)[1:]
+        return trajectory(zz, torch.zeros_like(zz), torch.zeros_like(zz), 0.0, 0)[2:]
 
     def exact(zz):
         with torch.no_grad():
@@ -438,14 +436,8 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
         xi = normal((chains, dim))
         p = torch.linalg.solve_triangular(chol.T, xi.T, upper=True).T
         h0 = u + 0.5 * (xi ** 2).sum(-1)
-        xn, pn = x.clone(), p - 0.5 * eps * gx
-        un, gn = u, gx
-        for s in range(n_steps):
-            xn, un, gn = drift_and_grad(xn, pn, eps)
-            n_grad += 1
-            if s < n_steps - 1:
-                pn = pn - eps * gn
-        pn = pn - 0.5 * eps * gn
+        xn, pn, un, gn = trajectory(x, p, gx, eps, n_steps)
+        n_grad += n_steps
         kin = 0.5 * ((pn @ chol) ** 2).sum(-1)
         dh = h0 - (un + kin)
         dh[~torch.isfinite(dh)] = -math.inf
@@ -532,11 +524,11 @@ class DriftThenGradient:
     (B, 2·dim + 1) (:meth:`pack`) give (log density at z' (B,), [z', its gradient] (B, 2·dim)),
     z' = z + ε·(p @ M) with M the velocity metric (float32: :func:`dpsynth.graphical.metric.velocity_metric`)
     and the density that of ``log_prob`` in the coordinates of ``tmap``
-    (:func:`_mapped_value_and_grad`). What :func:`hmc` hands its helper process when the chains are
-    split (:mod:`dpsynth.graphical.split_chains`), so that the helper does its own chains'
-    velocity product and map, which the sampler's process did for all 16 chains while the helper
-    waited (the bundled Adult at 15 columns, AMD EPYC, py-spy: 1.1 ms and 1.0 ms of the sampler's
-    11.1 ms a gradient).
+    (:func:`_mapped_value_and_grad`). Each step of :class:`dpsynth.graphical.leapfrog.LeapfrogPaths`,
+    which :func:`hmc` runs in each of its processes when the chains are split
+    (:mod:`dpsynth.graphical.split_chains`), so that the helper does its own chains' velocity product
+    and map, which the sampler's process did for all 16 chains while the helper waited (the bundled
+    Adult at 15 columns, AMD EPYC, py-spy: 1.1 ms and 1.0 ms of the sampler's 11.1 ms a gradient).
 
     >>> lp = lambda x: -0.5 * (x ** 2).sum(-1)
     >>> lp.value_and_grad = lambda x: (lp(x), -x)

@@ -14,9 +14,9 @@ they do. On an AMD EPYC the split gains only with 8-row products multiplied as x
 
 :class:`SplitDensity` forks the helper when it is made (the helper inherits the density as it is;
 a new density needs a new :class:`SplitDensity`), sends it the second half of each batch over a
-socket pair and computes the first half itself. The sampler hands it a whole leapfrog drift and
-gradient (:class:`dpsynth.graphical.posterior.DriftThenGradient`), so each process also makes its own
-chains' velocity product and coordinate map. The helper runs one torch thread and never
+socket pair and computes the first half itself. The sampler hands it whole leapfrog trajectories
+(:class:`dpsynth.graphical.leapfrog.LeapfrogPaths`: one message each way per draw, not per step), so
+each process also makes its own chains' momentum updates, velocity products and coordinate maps. The helper runs one torch thread and never
 returns to the caller's code: it exits when the socket closes. Values are each row's own, but a
 batch of 8 rows may round a float32 product differently from one of 16, so a run split this way
 is the same sampler, not the same draws. Needs ``os.fork`` (Linux, macOS).
@@ -120,8 +120,8 @@ class SplitDensity:
     """``value_and_grad(x)`` of ``density`` for a batch x (B, dim): rows ``B // 2`` on are sent to a
     forked helper process, the rest are computed here, both at once (module docstring). Any
     row-wise pair (values (B,), rows (B, k)) splits the same way: the second value's width k may
-    differ from x's (the sampler's leapfrog drift hands back positions and gradients,
-    :class:`dpsynth.graphical.posterior.DriftThenGradient`). Close it (or use it as a context
+    differ from x's (the sampler's leapfrog trajectories hand back positions, momenta and gradients,
+    :class:`dpsynth.graphical.leapfrog.LeapfrogPaths`). Close it (or use it as a context
     manager) to end the helper."""
 
     def __init__(self, density):
