@@ -15,7 +15,8 @@ Laplace covariance F⁻¹ there; 16 chains at N(mode, 0.3² F⁻¹), as a fit st
   where the chains' states change from step to step.
 - ``warmup``: one warm-up as a fit runs it under ``missing="mar"`` (:func:`dpsynth.generators.napsu_sampling.mar_warmup`:
   short early windows, a last slow window of 128 iterations) from those starts, and the seconds
-  of its parts: the gradients, the surrogate's fitted linear term (``fitted_slope``, of which
+  of its parts: the gradients (``calls``: whole leapfrog trajectories, one per iteration,
+  :class:`dpsynth.graphical.leapfrog.LeapfrogPaths`), the surrogate's fitted linear term (``fitted_slope``, of which
   ``exact_evaluations``: its :func:`dpsynth.graphical.noise_aware.fit_draws` exact log densities),
   the coordinate maps, the expanded-V builds; ``other`` is the rest.
 - ``level_pass_ms`` (``--compile``): the forward message pass of the surrogate's model at 8 and 16
