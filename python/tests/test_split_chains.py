@@ -101,9 +101,6 @@ class Walled(Gaussian):
         lp = super().__call__(x)
         return torch.where(x[..., 0] > 1.5, torch.full_like(lp, -float("inf")), lp)
 
-    def value_and_grad(self, x):
-        return self(x), -x / SCALE ** 2
-
 
 def test_leapfrog_paths_are_the_step_by_step_leapfrog_bit_for_bit_here_and_split():
     # hmc's trajectories, whole in each process (leapfrog.LeapfrogPaths), against the leapfrog it

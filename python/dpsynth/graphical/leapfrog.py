@@ -63,16 +63,16 @@ class LeapfrogPaths:
         ``n_steps`` 0: U and ∇U at z itself (p and ``grad_u`` are not read)."""
         if n_steps == 0:
             z, lp, g = self.step.drift_and_grad(z, None, 0.0)
+            grad_u = -g
         else:
             p = p - 0.5 * eps * grad_u
             for s in range(n_steps):
                 z, lp, g = self.step.drift_and_grad(z, p, eps)
-                if s < n_steps - 1:
-                    p = p - eps * -g
-            p = p - 0.5 * eps * -g
+                grad_u = -g
+                p = p - (eps if s < n_steps - 1 else 0.5 * eps) * grad_u
         u = -lp
         u[~torch.isfinite(u)] = math.inf
-        return z, p, u, -g
+        return z, p, u, grad_u
 
     def value_and_grad(self, packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(U at the end (B,), [z, p, ∇U] at the end (B, 3·dim)) of :meth:`run` on rows of :meth:`pack`."""

@@ -16,8 +16,9 @@ they do. On an AMD EPYC the split gains only with 8-row products multiplied as x
 a new density needs a new :class:`SplitDensity`), sends it the second half of each batch over a
 socket pair and computes the first half itself. The sampler hands it whole leapfrog trajectories
 (:class:`dpsynth.graphical.leapfrog.LeapfrogPaths`: one message each way per draw, not per step), so
-each process also makes its own chains' momentum updates, velocity products and coordinate maps. The helper runs one torch thread and never
-returns to the caller's code: it exits when the socket closes. Values are each row's own, but a
+each process also makes its own chains' momentum updates, velocity products and coordinate maps.
+The helper runs one torch thread and never returns to the caller's code: it exits when the socket
+closes. Values are each row's own, but a
 batch of 8 rows may round a float32 product differently from one of 16, so a run split this way
 is the same sampler, not the same draws. Needs ``os.fork`` (Linux, macOS).
 
