@@ -1272,37 +1272,43 @@ def _icin_chain_likelihood(rng):
 
 
 @pytest.mark.parametrize("by_pass", [False, True])
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, "half"])
 def test_expanded_v_gradient_by_hand_is_autograds(monkeypatch, dtype, by_pass):
     """The expanded-V surrogate (:class:`dpsynth.graphical.expanded_v.ExpandedV`) has the values of
     its autograd reference and its gradient (by hand) agrees with autograd's: to rounding with its
-    fixed products in float64, to the products' rounding in float32 (the default); a graph of the
+    fixed products in float64, to the products' rounding in float32 (the default), and with V₀⁻¹ in
+    float16 (``"half"``: large models, :class:`dpsynth.graphical.half_matrix.HalfMatrix`) to float32
+    accumulation, as autograd's graph multiplies by the same rounded matrix in float32; a graph of the
     backward gives autograd's second derivatives; no-grad calls take batches of any shape. So with
     Σ₀u by products with C₀ and by the pass at θ₀ (``by_pass``: large models' way)."""
     from dpsynth.graphical import noise_aware
+    from dpsynth.graphical.half_matrix import HalfMatrix
 
-    monkeypatch.setattr(noise_aware, "PRODUCT_DTYPE", dtype)
+    half = dtype == "half"
+    monkeypatch.setattr(noise_aware, "PRODUCT_DTYPE", torch.float32 if half else dtype)
+    monkeypatch.setattr(noise_aware, "HALF_MIN_DIM", 0 if half else 10 ** 9)
     monkeypatch.setattr(noise_aware, "SIGMA0_BY_PASS_MIN_DIM", 0 if by_pass else 10 ** 9)
     rng = np.random.default_rng(9)
     lik, x_ref = _icin_chain_likelihood(rng)
     expanded = lik._expanded_v(x_ref)
     density = expanded.density
-    assert (density.c0 is None) == by_pass
+    assert (density.c0 is None) == by_pass and isinstance(density.v0_inv, HalfMatrix) == half
     x = (x_ref + torch.as_tensor(rng.normal(0, 0.3, (6, lik.dim)))).requires_grad_(True)
     f, f_ref = density(x), density.reference(x)
-    torch.testing.assert_close(f, f_ref, rtol=0, atol=0)
+    torch.testing.assert_close(f, f_ref, rtol=1e-6 if half else 0, atol=0)
     weight = torch.as_tensor(rng.normal(size=6))
     (g,) = torch.autograd.grad((weight * f).sum(), x)
     (g_ref,) = torch.autograd.grad((weight * f_ref).sum(), x)
     # the forward difference along u divides rounding by its step (~1e-5): agreement relative to the largest entry
-    tol = 1e-9 if dtype == torch.float64 else 1e-4
+    tol = 1e-9 if dtype is torch.float64 else 1e-4
     torch.testing.assert_close(g, g_ref, rtol=0, atol=tol * float(g_ref.abs().max()))
     x0 = x[0].detach()
     hess = torch.autograd.functional.hessian(lambda v: density(v[None])[0], x0)
     hess_ref = torch.autograd.functional.hessian(lambda v: density.reference(v[None])[0], x0)
     torch.testing.assert_close(hess, hess_ref, rtol=1e-9, atol=1e-9)
     with torch.no_grad():
-        torch.testing.assert_close(density(x.detach().reshape(2, 3, -1)), f_ref.detach().reshape(2, 3))
+        torch.testing.assert_close(density(x.detach().reshape(2, 3, -1)), f_ref.detach().reshape(2, 3),
+                                   rtol=1e-6 if half else None, atol=1e-7 if half else None)
 
 
 def test_expanded_v_sigma0_by_pass_is_the_products_to_the_difference_step(monkeypatch):

@@ -25,6 +25,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .half_matrix import HALF_MIN_DIM, HalfMatrix
+
 
 def shrunk_covariance(x: np.ndarray, target: np.ndarray | None = None) -> np.ndarray:
     """Covariance of pooled draws ``x`` (n, dim) for the mass matrix, shrunk on the correlation
@@ -78,14 +80,18 @@ def shrinkage_towards(z: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, fl
 #: (py-spy over a whole fit: 12 % of its samples on that line in float64). The metric is rounded
 #: to float32 once (:func:`velocity_metric`) and the kinetic energy uses that rounded metric, so the
 #: integrator is the leapfrog of one fixed metric; only the product's accumulation rounds (relative
-#: 1e-7, far below the step's own error)
+#: 1e-7, far below the step's own error). From :data:`dpsynth.graphical.half_matrix.HALF_MIN_DIM`
+#: dimensions the metric is rounded to float16 instead, the same way (:func:`velocity_metric`)
 VELOCITY_DTYPE = torch.float32
 
 
-def velocity_metric(metric: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def velocity_metric(metric: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | HalfMatrix, torch.Tensor]:
     """(the metric rounded to :data:`VELOCITY_DTYPE` and back to float64, the same in
     VELOCITY_DTYPE for the velocity product, the rounded metric's Cholesky factor); a metric whose
-    rounding is not positive definite stays in float64 throughout.
+    rounding is not positive definite stays in float64 throughout. From
+    :data:`dpsynth.graphical.half_matrix.HALF_MIN_DIM` dimensions the metric is rounded to float16
+    instead and the product is a :class:`dpsynth.graphical.half_matrix.HalfMatrix` (where that
+    rounding is not positive definite: float32 as below); :func:`velocity` applies either.
 
     >>> m64, low, chol = velocity_metric(torch.tensor([[1.0 + 1e-12, 0.0], [0.0, 2.0]], dtype=torch.float64))
     >>> m64.tolist(), low.dtype
@@ -94,8 +100,25 @@ def velocity_metric(metric: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, t
     >>> velocity_metric(tied)[1].dtype
     torch.float64
     """
+    if metric.shape[0] >= HALF_MIN_DIM:
+        half = HalfMatrix(metric)
+        chol, info = torch.linalg.cholesky_ex(half.rounded)
+        if int(info) == 0:
+            return half.rounded, half, chol
     low = metric.to(VELOCITY_DTYPE)
     chol, info = torch.linalg.cholesky_ex(low.to(torch.float64))
     if int(info) != 0:
         return metric, metric, torch.linalg.cholesky(metric)
     return low.to(torch.float64), low, chol
+
+
+def velocity(p: torch.Tensor, low: torch.Tensor | HalfMatrix) -> torch.Tensor:
+    """p @ M (float64) with M as :func:`velocity_metric` returned it for the product (``low``).
+
+    >>> low = velocity_metric(torch.eye(2, dtype=torch.float64))[1]
+    >>> velocity(torch.ones(1, 2, dtype=torch.float64), low).tolist()
+    [[1.0, 1.0]]
+    """
+    if isinstance(low, HalfMatrix):
+        return low(p)
+    return (p.to(low.dtype) @ low).to(torch.float64)

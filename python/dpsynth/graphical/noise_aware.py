@@ -56,6 +56,7 @@ from scipy import linalg
 
 from .chunks import map_chunks
 from .expanded_v import ExpandedV, FixedMatrix
+from .half_matrix import HALF_MIN_DIM, HalfMatrix
 from .frozen_v import FrozenV, follow_terms
 from .gaussian_tree import GaussianTree
 from .maxent import MaxEntModel
@@ -103,18 +104,16 @@ EXPAND_V = "incomplete"
 #: and 900 → 500 draws per chain), MCAR seeds 2 / 8 14,674 → 9,548 and 11,864 → 10,682 (900 → 600 /
 #: 700); earlier, with a first-order expansion, MCAR seed 1 had needed 12,374 against 11,607
 EXPAND_V_WARMUP = True
-#: the forward difference's step h·|u| in that expansion (relative error ~1e-7 against the clamped
-#: moments at 1e-5, Adult-10 MCAR)
+#: the forward difference's step h·|u| in that expansion (relative error ~1e-7 against the clamped moments at 1e-5)
 FD_STEP = 1e-5
 #: Newton decrement at which :meth:`NoiseAwareLikelihood.mode` stops unless told otherwise
 MODE_TOL = 1e-8
-#: precision of the surrogates' dense products with fixed D × D matrices (V₀⁻¹ and [V₀⁻¹ | V₀⁻¹Σ₀] of
-#: :meth:`NoiseAwareLikelihood._expanded_v`, L⁻ᵀ of :meth:`NoiseAwareLikelihood._frozen_v`), the rest
-#: staying float64: single precision halves the products' cost. Adult-10, 20 % MCAR, seed 1 (a captured
-#: surrogate, 16 chains, in-process A/B, one thread): a gradient 9.97 → 8.56 ms (V expanded), 5.94 →
-#: 5.48 ms (V frozen); log densities differ by at most 5e-5 nats over 1,200 posterior draws, gradients
-#: by 9e-7 relative. The chains target the surrogate as computed and the importance weights use
-#: the same function, so the rounding changes no guarantee
+#: precision of the surrogates' dense products with fixed D × D matrices (V₀⁻¹ and [V₀⁻¹ | V₀⁻¹Σ₀] of ``_expanded_v``,
+#: L⁻ᵀ of ``_frozen_v``), the rest staying float64: single precision halves the products' cost. Adult-10, 20 % MCAR,
+#: seed 1 (a captured surrogate, 16 chains, in-process A/B, one thread): a gradient 9.97 → 8.56 ms (V expanded), 5.94 →
+#: 5.48 ms (V frozen); log densities differ by at most 5e-5 nats over 1,200 posterior draws, gradients by 9e-7 relative.
+#: The chains target the surrogate as computed and the importance weights use the same function, so the rounding changes
+#: no guarantee. From :data:`HALF_MIN_DIM` parameters V₀⁻¹ is float16 (:class:`.half_matrix.HalfMatrix`: the same argument)
 PRODUCT_DTYPE = torch.float32
 #: models of at least this many parameters get Σ₀u in :meth:`NoiseAwareLikelihood._expanded_v` by a
 #: forward difference at θ₀ in the tilted pass's batch, not by two products with C₀ = n₀Σ_D(θ₀) a
@@ -431,7 +430,8 @@ class NoiseAwareLikelihood(StartingPoint):
                 c0 = (0.5 * (c0 + c0.T)).to(PRODUCT_DTYPE)
             u0 = ((self.y - n0 * mu0) @ v0_inv)[:d]
             step = FD_STEP / max(float(u0.norm()), 1e-3)  # h |u| ≈ FD_STEP near x_ref
-        density = ExpandedV(self.model, self.y, self.n0, self.scale, step, v0_inv.to(PRODUCT_DTYPE), c0,
+            v0_inv = HalfMatrix(v0_inv) if self.dim >= HALF_MIN_DIM else v0_inv.to(PRODUCT_DTYPE)
+        density = ExpandedV(self.model, self.y, self.n0, self.scale, step, v0_inv, c0,
                             float(torch.log(torch.diagonal(chol0)).sum()),
                             reference=None if c0 is not None else (x_ref[:d], n0[0]))
 

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from .importance import PSIS_BOUNDED_RATIO, PSIS_MIN_DRAWS, psis_weights  # noqa: F401  (re-exported)
-from .metric import shrunk_covariance, velocity_metric
+from .metric import shrunk_covariance, velocity, velocity_metric
 from .mixing import ess_bulk, rhat_and_ess, split_rhat  # noqa: F401  (the diagnostics' home; re-exported)
 from .mixing import ChainSummary, moving_chains, settled_chains
 from .elliptical_slice import SliceResult, elliptical_slice  # noqa: F401  (re-exported: its home before)
@@ -522,7 +522,7 @@ def hmc(log_prob: Callable, init: torch.Tensor, *, cov: torch.Tensor | None = No
 class DriftThenGradient:
     """A leapfrog step's drift and the gradient after it, row by row: rows (z, p, ε) packed as
     (B, 2·dim + 1) (:meth:`pack`) give (log density at z' (B,), [z', its gradient] (B, 2·dim)),
-    z' = z + ε·(p @ M) with M the velocity metric (float32: :func:`dpsynth.graphical.metric.velocity_metric`)
+    z' = z + ε·(p @ M) with M the velocity metric (float32 or 16: :func:`dpsynth.graphical.metric.velocity_metric`)
     and the density that of ``log_prob`` in the coordinates of ``tmap``
     (:func:`_mapped_value_and_grad`). Each step of :class:`dpsynth.graphical.leapfrog.LeapfrogPaths`,
     which :func:`hmc` runs in each of its processes when the chains are split
@@ -554,7 +554,7 @@ class DriftThenGradient:
     def drift_and_grad(self, z: torch.Tensor, p: torch.Tensor | None, eps) -> tuple:
         """(z', log density at z', its gradient) from unpacked z, p (None: no drift, z' = z) and ε."""
         if p is not None:
-            z = z + eps * (p.to(self.metric_low.dtype) @ self.metric_low).to(DTYPE)
+            z = z + eps * velocity(p, self.metric_low)
         lp, g = _mapped_value_and_grad(self.log_prob, self.tmap, z)
         return z, lp, g
 
