@@ -21,8 +21,8 @@ definite keeps float32).
 Measured (the bundled Adult at 15 columns, D + 1 = 1,027, AMD EPYC Zen 4, one thread, 8 rows):
 a product 0.356 ms in float32, 0.188 ms so; a sampler's gradient with 16 chains split over two
 processes at a fixed step, four runs of 40 draws each, float32 then half, the same starts:
-7.82 / 7.68 / 7.76 / 8.00 ms → 4.39 / 4.45 / 4.42 / 5.25 ms, and, alternated with it an hour
-later, 4.96–6.90 → 3.94–4.56 ms. The surrogate's log density at 512 points around the draws moved
+7.82 / 7.68 / 7.76 / 8.00 ms → 4.39 / 4.45 / 4.42 / 5.25 ms, and in a second round run right
+after, alternated, 4.96–6.90 → 3.94–4.56 ms. The surrogate's log density at 512 points around the draws moved
 by 0.026 nats (sd; at most 0.11), its gradient by 1.4e-3 (relative norm).
 
 >>> m = torch.tensor([[2.0, 0.1], [0.1, 1.0]], dtype=torch.float64)
