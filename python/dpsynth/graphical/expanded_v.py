@@ -37,7 +37,6 @@ import re
 import torch
 
 from .factor import DTYPE
-from .half_matrix import HalfMatrix
 from .level_pass import calibrated, level_backward
 
 
@@ -94,7 +93,8 @@ class FixedMatrix:
 class ExpandedV:
     """f(x) of the module docstring, (B, D + 1) → (B,), for one count group: ``model`` (a
     :class:`dpsynth.graphical.maxent.MaxEntModel`), ``y`` = ŝ (D + 1,), ``n0`` / ``scale`` (1,) the
-    count's reference and scale, ``step`` = h, ``v0_inv`` = V₀⁻¹ ((D + 1)², or a :class:`dpsynth.graphical.half_matrix.HalfMatrix` of it) and ``c0`` = C₀ (D²),
+    count's reference and scale, ``step`` = h, ``v0_inv`` the product x ↦ x·V₀⁻¹ ((D + 1)²: a
+    :class:`FixedMatrix`, or a :class:`dpsynth.graphical.half_matrix.HalfMatrix` for large models) and ``c0`` = C₀ (D²),
     both symmetric and fixed, in the precision of their products, ``log_det`` = log|V₀|^{1/2};
     ``c0=None`` with ``reference`` = (θ₀ (D,), n₀ at x₀): Σ₀u by a forward difference at θ₀ in
     the tilted pass's batch (module docstring), three products per value and gradient, not five.
@@ -116,7 +116,7 @@ class ExpandedV:
     def __init__(self, model, y, n0, scale, step: float, v0_inv, c0, log_det: float, reference=None):
         self.model, self.y, self.n0, self.scale = model, y, n0, scale
         self.step, self.log_det = step, log_det
-        self.v0_inv = v0_inv if isinstance(v0_inv, HalfMatrix) else FixedMatrix(v0_inv)
+        self.v0_inv = v0_inv
         self.c0 = None if c0 is None else FixedMatrix(c0)
         self.D = model.D
         self.flat0 = self.mu0 = self.n_ref = None

@@ -39,7 +39,7 @@ import math
 
 import torch
 
-DTYPE = torch.float64
+from .factor import DTYPE
 
 #: models of at least this many parameters (the dimension of the sampler's space) take their
 #: products with V₀⁻¹ and with the velocity metric in half precision (:class:`HalfMatrix`); smaller
@@ -69,9 +69,16 @@ class HalfMatrix:
             raise ValueError("HalfMatrix: the matrix has entries that are not finite")
         self.exponent = math.floor(math.log2(TOP / big)) if big > 0 else 0
         self.half_t = (matrix.T * 2.0 ** self.exponent).to(torch.float16).contiguous()  # Mᵀ, scaled
-        self.rounded = self.half_t.T.to(DTYPE) * 2.0 ** -self.exponent
-        self.shape = tuple(matrix.shape)
         self._pack()
+
+    @property
+    def rounded(self) -> torch.Tensor:
+        """M̃, the matrix as the products use it, in float64."""
+        return self.half_t.T.to(DTYPE) * 2.0 ** -self.exponent
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.half_t.T.shape)
 
     def _pack(self):
         self.packed = None
@@ -91,7 +98,7 @@ class HalfMatrix:
         return (out.to(DTYPE) * 2.0 ** -self.exponent).reshape(x.shape[:-1] + (self.shape[1],))
 
     def __getstate__(self):  # the packed matrix is rebuilt where it is unpickled
-        return {"exponent": self.exponent, "half_t": self.half_t, "rounded": self.rounded, "shape": self.shape}
+        return {"exponent": self.exponent, "half_t": self.half_t}
 
     def __setstate__(self, state):
         self.__dict__.update(state)

@@ -102,9 +102,10 @@ def velocity_metric(metric: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | 
     """
     if metric.shape[0] >= HALF_MIN_DIM:
         half = HalfMatrix(metric)
-        chol, info = torch.linalg.cholesky_ex(half.rounded)
+        rounded = half.rounded
+        chol, info = torch.linalg.cholesky_ex(rounded)
         if int(info) == 0:
-            return half.rounded, half, chol
+            return rounded, half, chol
     low = metric.to(VELOCITY_DTYPE)
     chol, info = torch.linalg.cholesky_ex(low.to(torch.float64))
     if int(info) != 0:

@@ -430,7 +430,7 @@ class NoiseAwareLikelihood(StartingPoint):
                 c0 = (0.5 * (c0 + c0.T)).to(PRODUCT_DTYPE)
             u0 = ((self.y - n0 * mu0) @ v0_inv)[:d]
             step = FD_STEP / max(float(u0.norm()), 1e-3)  # h |u| ≈ FD_STEP near x_ref
-            v0_inv = HalfMatrix(v0_inv) if self.dim >= HALF_MIN_DIM else v0_inv.to(PRODUCT_DTYPE)
+            v0_inv = HalfMatrix(v0_inv) if self.dim >= HALF_MIN_DIM else FixedMatrix(v0_inv.to(PRODUCT_DTYPE))
         density = ExpandedV(self.model, self.y, self.n0, self.scale, step, v0_inv, c0,
                             float(torch.log(torch.diagonal(chol0)).sum()),
                             reference=None if c0 is not None else (x_ref[:d], n0[0]))
